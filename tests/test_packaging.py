@@ -1,0 +1,24 @@
+"""The package's file list and its installed presets stay in step with the source tree."""
+
+import configparser
+import pathlib
+
+import tf_transformer as tft
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def test_every_subpackage_is_listed_in_setup_cfg():
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / "setup.cfg")
+    listed = set(parser["options"]["packages"].split())
+    on_disk = {".".join(init.parent.relative_to(ROOT).parts)
+               for init in (ROOT / "tf_transformer").rglob("__init__.py")}
+    assert on_disk | {"tf_transformer.configs"} == listed
+
+
+def test_every_preset_file_is_reachable_and_valid():
+    on_disk = sorted(path.stem for path in (ROOT / "configs").glob("*.json"))
+    assert tft.list_presets() == on_disk
+    for name in on_disk:
+        tft.TransformerConfig.from_preset(name)

@@ -1,0 +1,308 @@
+"""`TransformerConfig`: the one object every model, pipeline, checkpoint and export is built from."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import os
+import pathlib
+from importlib import resources
+from typing import Any, Mapping, Optional, Sequence, Union
+
+POSITION_ENCODINGS = ("sinusoidal", "learned")
+ACTIVATIONS = ("relu", "gelu")
+
+
+class ConfigError(ValueError):
+    """A `TransformerConfig` field is invalid; the message names the field and the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerConfig:
+    """Hyperparameters of a Transformer (Vaswani et al., 2017), validated on creation.
+
+    The defaults are the paper's base model with its 37,000-token shared vocabulary. A config is frozen:
+    derive variants with `config.replace(field=value)` or `config.with_overrides(["field=value"])`,
+    which validate again.
+
+    Attributes:
+        vocab_size: source vocabulary size (and the target's when `target_vocab_size` is None).
+        target_vocab_size: target vocabulary size; None means one shared vocabulary.
+        share_embeddings: one embedding matrix for source and target (needs one shared vocabulary).
+        tie_output_projection: the pre-softmax projection reuses the target embedding matrix.
+        d_model: width of every sublayer output and of the embeddings.
+        d_ff: inner width of the position-wise feed-forward network.
+        num_heads: attention heads h.
+        d_k: width of each head's queries and keys; None means d_model / num_heads.
+        d_v: width of each head's values; None means d_model / num_heads (Table 3 row B varies d_k only).
+        num_encoder_layers, num_decoder_layers: N for each stack.
+        dropout: P_drop on every sublayer output and on the embedding + position sums.
+        attention_dropout: dropout on the attention weights (0 in the paper).
+        label_smoothing: epsilon_ls of the training loss.
+        max_length: the longest sequence (source or target, in tokens) the model accepts.
+        position_encoding: "sinusoidal" (the paper) or "learned".
+        norm_first: False for the paper's post-norm LayerNorm(x + Sublayer(x)), True for pre-norm.
+        attention_window: None for full attention; an int r restricts self-attention to |i - j| <= r.
+        layer_norm_epsilon: epsilon of every LayerNormalization.
+        activation: the feed-forward non-linearity, "relu" (the paper) or "gelu".
+        warmup_steps: warmup of the learning-rate schedule.
+        learning_rate_scale: a constant multiplying the paper's learning-rate formula.
+        pad_id: the padding token id; always 0 in this package.
+        bos_id, eos_id: start and end of sequence token ids.
+    """
+
+    vocab_size: int = 37000
+    target_vocab_size: Optional[int] = None
+    share_embeddings: bool = True
+    tie_output_projection: bool = True
+    d_model: int = 512
+    d_ff: int = 2048
+    num_heads: int = 8
+    d_k: Optional[int] = None
+    d_v: Optional[int] = None
+    num_encoder_layers: int = 6
+    num_decoder_layers: int = 6
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    label_smoothing: float = 0.1
+    max_length: int = 512
+    position_encoding: str = "sinusoidal"
+    norm_first: bool = False
+    attention_window: Optional[int] = None
+    layer_norm_epsilon: float = 1e-6
+    activation: str = "relu"
+    warmup_steps: int = 4000
+    learning_rate_scale: float = 1.0
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+
+    def __post_init__(self):
+        self._check_types()
+        self._check_values()
+
+    # ----------------------------------------------------------------------------------------- validation
+
+    def _check_types(self):
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            expected = _FIELD_TYPES[field.name]
+            optional = expected in (_OPTIONAL_INT,)
+            if optional and value is None:
+                continue
+            base = int if optional else expected
+            if base is float and isinstance(value, int) and not isinstance(value, bool):
+                object.__setattr__(self, field.name, float(value))  # 1 is a fine dropout of 1.0
+                continue
+            if base is int and isinstance(value, float) and value.is_integer():
+                object.__setattr__(self, field.name, int(value))  # JSON writers may emit 512.0
+                continue
+            if not isinstance(value, base) or (base is int and isinstance(value, bool)):
+                kind = "an int or null" if optional else base.__name__
+                raise ConfigError(
+                    f"{field.name}: expected {kind}, got {value!r} ({type(value).__name__}). "
+                    f"Fix: set {field.name} to {kind}, e.g. {field.name}={_example(field)}."
+                )
+
+    def _check_values(self):
+        for name in ("vocab_size", "d_model", "d_ff", "num_heads", "max_length", "warmup_steps"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name}: must be positive, got {getattr(self, name)}. Fix: set {name} >= 1.")
+        if self.num_encoder_layers < 1:
+            raise ConfigError(
+                f"num_encoder_layers: must be >= 1, got {self.num_encoder_layers}. Fix: set the encoder depth N."
+            )
+        if self.num_decoder_layers < 0:
+            raise ConfigError(
+                f"num_decoder_layers: must be >= 0 (0 for an encoder-only classifier), got "
+                f"{self.num_decoder_layers}. Fix: set the decoder depth N."
+            )
+        if self.target_vocab_size is not None and self.target_vocab_size <= 0:
+            raise ConfigError(
+                f"target_vocab_size: must be positive or null, got {self.target_vocab_size}. "
+                "Fix: set it to the target vocabulary size, or null for one shared vocabulary."
+            )
+        if self.d_k is None or self.d_v is None:
+            if self.d_model % self.num_heads:
+                raise ConfigError(
+                    f"d_model: {self.d_model} is not divisible by num_heads={self.num_heads}, so the heads "
+                    f"cannot split it evenly. Fix: choose d_model a multiple of num_heads (e.g. "
+                    f"{self.num_heads * max(1, round(self.d_model / self.num_heads))}), or set d_k and d_v."
+                )
+        for name in ("d_k", "d_v"):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
+                raise ConfigError(
+                    f"{name}: must be positive or null, got {getattr(self, name)}. Fix: set {name} >= 1 or null.")
+        for name in ("dropout", "attention_dropout", "label_smoothing"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ConfigError(f"{name}: must be in [0, 1), got {value}. Fix: use e.g. {name}=0.1.")
+        if self.position_encoding not in POSITION_ENCODINGS:
+            raise ConfigError(_unknown_option("position_encoding", self.position_encoding, POSITION_ENCODINGS))
+        if self.activation not in ACTIVATIONS:
+            raise ConfigError(_unknown_option("activation", self.activation, ACTIVATIONS))
+        if self.attention_window is not None and self.attention_window < 0:
+            raise ConfigError(
+                f"attention_window: must be >= 0 or null, got {self.attention_window}. "
+                "Fix: use null for full attention or r >= 0 to attend to |i - j| <= r."
+            )
+        if self.layer_norm_epsilon <= 0:
+            raise ConfigError(
+                f"layer_norm_epsilon: must be positive, got {self.layer_norm_epsilon}. Fix: use e.g. 1e-6."
+            )
+        if self.learning_rate_scale <= 0:
+            raise ConfigError(
+                f"learning_rate_scale: must be positive, got {self.learning_rate_scale}. Fix: use e.g. 1.0."
+            )
+        if self.pad_id != 0:
+            raise ConfigError(
+                f"pad_id: token id 0 is padding everywhere in tf_transformer, got {self.pad_id}. "
+                "Fix: set pad_id=0 and give padding id 0 in your vocabulary."
+            )
+        smallest_vocab = min(self.vocab_size, self.output_vocab_size)
+        for name in ("bos_id", "eos_id"):
+            value = getattr(self, name)
+            if not 0 < value < smallest_vocab:
+                raise ConfigError(
+                    f"{name}: must be a token id in [1, {smallest_vocab}) (0 is padding), got {value}. "
+                    f"Fix: set {name} to the id your vocabulary uses."
+                )
+        if self.bos_id == self.eos_id:
+            raise ConfigError(
+                f"bos_id, eos_id: both are {self.bos_id}. Fix: give start and end of sequence different ids."
+            )
+        if self.share_embeddings and self.output_vocab_size != self.vocab_size:
+            raise ConfigError(
+                f"share_embeddings: one embedding matrix needs one vocabulary, but vocab_size={self.vocab_size} "
+                f"and target_vocab_size={self.target_vocab_size}. Fix: set share_embeddings=false, or use one "
+                "joint vocabulary (target_vocab_size=null)."
+            )
+
+    # ----------------------------------------------------------------------------------------- derived
+
+    @property
+    def output_vocab_size(self) -> int:
+        """The target vocabulary size: `target_vocab_size`, or `vocab_size` for one shared vocabulary."""
+        return self.vocab_size if self.target_vocab_size is None else self.target_vocab_size
+
+    @property
+    def key_dim(self) -> int:
+        """Width of each head's queries and keys: `d_k`, or d_model / num_heads."""
+        return self.d_k if self.d_k is not None else self.d_model // self.num_heads
+
+    @property
+    def value_dim(self) -> int:
+        """Width of each head's values: `d_v`, or d_model / num_heads."""
+        return self.d_v if self.d_v is not None else self.d_model // self.num_heads
+
+    # ----------------------------------------------------------------------------------------- in and out
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "TransformerConfig":
+        """Builds a config from a mapping; unknown keys are an error that suggests the nearest field."""
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"a config must be a JSON object (a mapping of field to value), got {type(values)}.")
+        known = [f.name for f in dataclasses.fields(cls)]
+        for key in values:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), known, n=1)
+                hint = f" Did you mean {close[0]!r}?" if close else ""
+                raise ConfigError(
+                    f"{key}: not a TransformerConfig field.{hint} Fix: use one of {', '.join(known)}."
+                )
+        return cls(**values)
+
+    def to_json(self, path: Union[str, os.PathLike, None] = None) -> str:
+        """Returns the config as JSON text; with `path`, also writes it there (atomically)."""
+        text = json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n"
+        if path is not None:
+            path = pathlib.Path(path)
+            temporary = path.with_name(f".{path.name}.tmp")
+            temporary.write_text(text)
+            os.replace(temporary, path)
+        return text
+
+    @classmethod
+    def from_json(cls, text_or_path: Union[str, os.PathLike]) -> "TransformerConfig":
+        """Reads a config from JSON text or from a JSON file."""
+        text = str(text_or_path)
+        if not text.lstrip().startswith("{"):
+            path = pathlib.Path(text_or_path)
+            if not path.is_file():
+                raise ConfigError(f"config file {path} does not exist. Fix: pass a JSON file or a preset name.")
+            text = path.read_text()
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"config is not valid JSON ({error}). Fix: check the file's syntax.") from None
+        return cls.from_dict(values)
+
+    @classmethod
+    def from_preset(cls, name: str) -> "TransformerConfig":
+        """Loads `configs/<name>.json`, e.g. "tiny", "base", "big" or a Table 3 variation."""
+        presets = list_presets()
+        if name not in presets:
+            close = difflib.get_close_matches(name, presets, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"no preset named {name!r}.{hint} Fix: use one of {', '.join(presets)}.")
+        return cls.from_json(_preset_text(name))
+
+    def replace(self, **changes) -> "TransformerConfig":
+        """A copy with some fields changed, validated again."""
+        return self.from_dict({**self.to_dict(), **changes})
+
+    def with_overrides(self, overrides: Sequence[str]) -> "TransformerConfig":
+        """Applies "field=value" strings, value in JSON ("d_model=256", "attention_window=null")."""
+        changes = {}
+        for override in overrides:
+            key, separator, raw = override.partition("=")
+            if not separator:
+                raise ConfigError(f"override {override!r} is not field=value. Fix: write e.g. d_model=256.")
+            try:
+                changes[key.strip()] = json.loads(raw)
+            except json.JSONDecodeError:
+                changes[key.strip()] = raw  # a bare word such as learned
+        return self.replace(**changes)
+
+
+_OPTIONAL_INT = "optional int"
+_FIELD_TYPES = {
+    field.name: (_OPTIONAL_INT if field.type == "Optional[int]" else {"int": int, "float": float, "bool": bool,
+                                                                       "str": str}[field.type])
+    for field in dataclasses.fields(TransformerConfig)
+}
+
+
+def _example(field) -> str:
+    default = field.default
+    return json.dumps(default)
+
+
+def _unknown_option(name: str, value: Any, options: Sequence[str]) -> str:
+    return f"{name}: unknown option {value!r}. Fix: use one of {', '.join(repr(o) for o in options)}."
+
+
+def _presets_dir() -> Optional[pathlib.Path]:
+    # An installed package carries the presets as tf_transformer.configs; a source checkout has configs/.
+    try:
+        packaged = resources.files("tf_transformer.configs")
+        if packaged.is_dir():
+            return pathlib.Path(str(packaged))
+    except ModuleNotFoundError:
+        pass
+    checkout = pathlib.Path(__file__).resolve().parent.parent / "configs"
+    return checkout if checkout.is_dir() else None
+
+
+def list_presets() -> list:
+    """Names of the presets shipped with the package."""
+    directory = _presets_dir()
+    return sorted(p.stem for p in directory.glob("*.json")) if directory else []
+
+
+def _preset_text(name: str) -> str:
+    return (_presets_dir() / f"{name}.json").read_text()

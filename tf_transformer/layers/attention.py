@@ -1,0 +1,188 @@
+"""Multi-head scaled dot-product attention with a key/value cache for incremental decoding."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from tf_transformer.layers import masking
+
+
+@keras.saving.register_keras_serializable(package="tf_transformer")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head scaled dot-product attention (Vaswani et al., 2017, section 3.2).
+
+    MultiHead(Q, K, V) = Concat(head_1..head_h) W^O with head_i = softmax(Q W_i^Q (K W_i^K)^T / sqrt(d_k))
+    V W_i^V. W^K and W^V are one fused kernel (`key_value_kernel`), so keys and values come from one
+    matmul and a decoder can compute them once for cross-attention. The softmax always runs in float32.
+
+    Args:
+        num_heads: number of heads h.
+        d_model: width of the output (and of the queries' input in the paper).
+        d_k: width of each head's queries and keys; None means d_model / num_heads.
+        d_v: width of each head's values; None means d_model / num_heads.
+        attention_dropout: dropout rate on the attention weights.
+        attention_window: None, or r to let self-attention see only keys with |i - j| <= r
+            (the paper's restricted self-attention). Not applied to cross-attention.
+        use_bias: whether the projections have biases.
+
+    Call arguments:
+        query: `[batch, query_len, d_in]`.
+        value: `[batch, key_len, d_value]` for cross-attention; None for self-attention over `query`.
+        attention_mask: boolean, broadcastable to `[batch, num_heads, query_len, key_len]`,
+            True where the query may attend (see `tf_transformer.layers.masking`).
+        cache: for decoding. With `decode_index`: the self-attention cache
+            `{"key": [batch, max_len, num_heads, d_k], "value": [..., d_v]}` from `empty_cache`; the keys and values of
+            `query` are written at positions `decode_index ...` and the query attends causally to the cache
+            (positions after its own are masked). Without `decode_index`: keys and values precomputed by
+            `compute_key_value(memory)` for cross-attention; `value` must then be None.
+        decode_index: the absolute position of the first query (int scalar) in incremental decoding.
+        training: whether dropout is active.
+        return_attention_scores: also return the float32 weights `[batch, num_heads, query_len, key_len]`.
+
+    Returns:
+        `[batch, query_len, d_model]`; then the updated cache when `decode_index` is given; then the
+        attention weights when `return_attention_scores` is True.
+
+    Mask behaviour: masked positions get a large finite negative logit, so a fully masked row yields
+    uniform weights and no NaN.
+
+    Example:
+
+    >>> import numpy as np
+    >>> attention = MultiHeadAttention(num_heads=2, d_model=8)
+    >>> x = np.random.rand(3, 5, 8).astype("float32")
+    >>> attention(x).shape
+    TensorShape([3, 5, 8])
+
+    Reference: Vaswani et al., "Attention Is All You Need", 2017, https://arxiv.org/abs/1706.03762
+    """
+
+    def __init__(self, num_heads, d_model, d_k=None, d_v=None, attention_dropout=0.0, attention_window=None,
+                 use_bias=True, **kwargs):
+        super().__init__(**kwargs)
+        if (d_k is None or d_v is None) and d_model % num_heads:
+            raise ValueError(
+                f"d_model={d_model} is not divisible by num_heads={num_heads}. "
+                "Fix: choose d_model a multiple of num_heads, or pass d_k and d_v."
+            )
+        self.num_heads = num_heads
+        self.d_model = d_model
+        self.d_k = d_k
+        self.d_v = d_v
+        self.attention_dropout = attention_dropout
+        self.attention_window = attention_window
+        self.use_bias = use_bias
+        self.key_dim = d_k if d_k is not None else d_model // num_heads
+        self.value_dim = d_v if d_v is not None else d_model // num_heads
+        self.dropout_layer = keras.layers.Dropout(attention_dropout, name="attention_dropout")
+
+    def build(self, query_shape, value_shape=None):
+        query_dim = query_shape[-1]
+        value_dim = query_dim if value_shape is None else value_shape[-1]
+        keys, values = self.num_heads * self.key_dim, self.num_heads * self.value_dim
+        self.query_kernel = self.add_weight(name="query_kernel", shape=(query_dim, keys),
+                                            initializer="glorot_uniform")
+        # [W^K | W^V]: one matmul gives keys and values.
+        self.key_value_kernel = self.add_weight(name="key_value_kernel", shape=(value_dim, keys + values),
+                                                initializer="glorot_uniform")
+        self.output_kernel = self.add_weight(name="output_kernel", shape=(values, self.d_model),
+                                             initializer="glorot_uniform")
+        if self.use_bias:
+            self.query_bias = self.add_weight(name="query_bias", shape=(keys,), initializer="zeros")
+            self.key_value_bias = self.add_weight(name="key_value_bias", shape=(keys + values,),
+                                                  initializer="zeros")
+            self.output_bias = self.add_weight(name="output_bias", shape=(self.d_model,), initializer="zeros")
+
+    def _split_heads(self, x, head_dim):
+        # [batch, length, num_heads * head_dim] -> [batch, length, num_heads, head_dim]
+        shape = tf.shape(x)
+        return tf.reshape(x, [shape[0], shape[1], self.num_heads, head_dim])
+
+    def compute_key_value(self, value):
+        """Keys and values of `value` `[batch, key_len, d_value]` as a cache for cross-attention."""
+        key_value = tf.matmul(value, self.key_value_kernel)
+        if self.use_bias:
+            key_value = key_value + self.key_value_bias
+        key, value = tf.split(key_value, [self.num_heads * self.key_dim, self.num_heads * self.value_dim], axis=-1)
+        return {"key": self._split_heads(key, self.key_dim), "value": self._split_heads(value, self.value_dim)}
+
+    def empty_cache(self, batch_size, max_length, dtype=None):
+        """A zero self-attention cache: key `[batch_size, max_length, num_heads, d_k]`, value `[..., d_v]`."""
+        dtype = dtype or self.compute_dtype
+        return {"key": tf.zeros([batch_size, max_length, self.num_heads, self.key_dim], dtype),
+                "value": tf.zeros([batch_size, max_length, self.num_heads, self.value_dim], dtype)}
+
+    def call(self, query, value=None, attention_mask=None, cache=None, decode_index=None, training=None,
+             return_attention_scores=False):
+        incremental = cache is not None and decode_index is not None
+        precomputed = cache is not None and decode_index is None
+        if precomputed and value is not None:
+            raise ValueError("A precomputed key/value cache replaces `value`: pass value=None with it.")
+        is_self_attention = value is None and not precomputed
+
+        query_heads = tf.matmul(query, self.query_kernel)
+        if self.use_bias:
+            query_heads = query_heads + self.query_bias
+        # Scaling the queries is cheaper than scaling the [query_len, key_len] logits.
+        query_heads = self._split_heads(query_heads, self.key_dim) * tf.cast(self.key_dim ** -0.5, query.dtype)
+
+        if precomputed:
+            key_value = cache
+        else:
+            key_value = self.compute_key_value(query if value is None else value)
+        if incremental:
+            key_value = {name: _write_at(cache[name], key_value[name], decode_index) for name in key_value}
+
+        # [batch, num_heads, query_len, key_len]
+        logits = tf.einsum("bqhd,bkhd->bhqk", query_heads, key_value["key"])
+        query_length, key_length = tf.shape(logits)[2], tf.shape(logits)[3]
+        offset = decode_index if incremental else 0
+        mask = attention_mask
+        if incremental:
+            mask = masking.combine_masks(mask, masking.look_ahead_mask(query_length, key_length, offset))
+        if self.attention_window is not None and (is_self_attention or incremental):
+            mask = masking.combine_masks(
+                mask, masking.window_mask(query_length, key_length, self.attention_window, offset))
+        logits = tf.cast(logits, tf.float32)
+        if mask is not None:
+            logits = tf.where(mask, logits, masking.mask_value(tf.float32))
+        weights = tf.nn.softmax(logits, axis=-1)
+        dropped = self.dropout_layer(tf.cast(weights, query_heads.dtype), training=training)
+
+        context = tf.einsum("bhqk,bkhd->bqhd", dropped, key_value["value"])
+        shape = tf.shape(context)
+        context = tf.reshape(context, [shape[0], shape[1], self.num_heads * self.value_dim])
+        output = tf.matmul(context, self.output_kernel)
+        if self.use_bias:
+            output = output + self.output_bias
+
+        results = [output]
+        if incremental:
+            results.append(key_value)
+        if return_attention_scores:
+            results.append(weights)
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def compute_output_shape(self, query_shape, value_shape=None):
+        return tuple(query_shape[:-1]) + (self.d_model,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_heads=self.num_heads, d_model=self.d_model, d_k=self.d_k, d_v=self.d_v,
+                      attention_dropout=self.attention_dropout, attention_window=self.attention_window,
+                      use_bias=self.use_bias)
+        return config
+
+
+def _write_at(cache, update, index):
+    """`cache` `[batch, max_len, ...]` with `update` `[batch, n, ...]` written at positions index..index+n-1.
+
+    A select over the cache rather than a scatter keeps one graph for eager, tf.function and XLA.
+    """
+    max_length, length = tf.shape(cache)[1], tf.shape(update)[1]
+    padding = [[0, 0], [index, max_length - index - length]] + [[0, 0]] * (len(update.shape) - 2)
+    positions = tf.range(max_length)
+    written = (positions >= index) & (positions < index + length)
+    written = tf.reshape(written, [1, -1] + [1] * (len(update.shape) - 2))
+    return tf.where(written, tf.pad(update, padding), cache)

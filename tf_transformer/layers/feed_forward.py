@@ -1,0 +1,55 @@
+"""Position-wise feed-forward network (the paper's section 3.3)."""
+
+from __future__ import annotations
+
+import keras
+
+from tf_transformer.layers._building import build_sublayer
+
+
+@keras.saving.register_keras_serializable(package="tf_transformer")
+class FeedForward(keras.layers.Layer):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to each position separately and identically.
+
+    Args:
+        d_model: width of the inputs and outputs.
+        d_ff: inner width (2048 in the base model).
+        activation: "relu" (the paper) or any Keras activation name, e.g. "gelu".
+
+    Call arguments:
+        inputs: `[batch, length, d_model]`.
+
+    Returns:
+        `[batch, length, d_model]`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> FeedForward(d_model=8, d_ff=32)(np.ones((2, 3, 8), "float32")).shape
+    TensorShape([2, 3, 8])
+
+    Reference: Vaswani et al., 2017, section 3.3.
+    """
+
+    def __init__(self, d_model, d_ff, activation="relu", **kwargs):
+        super().__init__(**kwargs)
+        self.d_model = d_model
+        self.d_ff = d_ff
+        self.activation = activation
+        self.inner = keras.layers.Dense(d_ff, activation=activation, name="inner")
+        self.outer = keras.layers.Dense(d_model, name="outer")
+
+    def build(self, inputs_shape):
+        build_sublayer(self.inner, inputs_shape)
+        build_sublayer(self.outer, tuple(inputs_shape[:-1]) + (self.d_ff,))
+
+    def call(self, inputs):
+        return self.outer(self.inner(inputs))
+
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape[:-1]) + (self.d_model,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(d_model=self.d_model, d_ff=self.d_ff, activation=self.activation)
+        return config

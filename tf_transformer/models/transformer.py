@@ -1,0 +1,153 @@
+"""The encoder-decoder Transformer as a `keras.Model`."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from tf_transformer.config import ConfigError, TransformerConfig
+from tf_transformer.layers import Decoder, Encoder, TokenEmbedding, masking
+from tf_transformer.layers._building import build_sublayer
+from tf_transformer.models.embedder import embed, make_position_layer
+
+
+@keras.saving.register_keras_serializable(package="tf_transformer")
+class Transformer(keras.Model):
+    """The Transformer of "Attention Is All You Need", built from a `TransformerConfig`.
+
+    Args:
+        config: a `TransformerConfig` (or its dict form, as `get_config` writes it).
+
+    Call arguments:
+        inputs: a pair `(source_ids, target_input_ids)`, int `[batch, source_len]` and
+            `[batch, target_len]`; id 0 is padding everywhere. `target_input_ids` starts with `bos_id`.
+        training: whether dropout is active.
+
+    Returns:
+        float32 logits `[batch, target_len, output_vocab_size]`, also under mixed precision.
+
+    Mask behaviour: source padding is hidden from encoder self-attention and from encoder-decoder
+    attention; the decoder sees only earlier target positions (look-ahead mask) that are not padding.
+    Extra padding changes no logit of a real position.
+
+    Decoding building blocks: `encode(source_ids)` -> `(memory, memory_mask)`; `init_cache(memory,
+    max_length)`; `decode(target_ids, memory, memory_mask, cache=..., decode_index=i)` -> logits of the
+    new positions and the updated cache, equal to what the full `call` gives at those positions.
+
+    Example:
+
+    >>> import tf_transformer as tft
+    >>> config = tft.TransformerConfig.from_preset("tiny")
+    >>> model = tft.Transformer(config)
+    >>> logits = model(([[5, 6, 7, 2]], [[1, 8, 9]]))
+    >>> logits.shape == (1, 3, config.output_vocab_size)
+    True
+
+    Training data is `((source_ids, target_input_ids), target_output_ids)`:
+
+        model.compile(optimizer=tft.make_optimizer(config),
+                      loss=tft.MaskedCrossEntropy(config.label_smoothing), metrics=[tft.MaskedAccuracy()])
+        model.fit(dataset)
+
+    Reference: Vaswani et al., 2017, https://arxiv.org/abs/1706.03762
+    """
+
+    def __init__(self, config, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(config, dict):
+            config = TransformerConfig.from_dict(config)
+        if config.num_decoder_layers < 1:
+            raise ConfigError("num_decoder_layers: a Transformer needs at least one decoder layer. Fix: set "
+                              "num_decoder_layers >= 1 (or use SequenceClassifier for an encoder only).")
+        self.config = config
+        self.source_embedding = TokenEmbedding(
+            config.vocab_size, config.d_model, name="shared_embedding" if config.share_embeddings
+            else "source_embedding")
+        self.target_embedding = None if config.share_embeddings else TokenEmbedding(
+            config.output_vocab_size, config.d_model, name="target_embedding")
+        self.source_position = make_position_layer(config, "source_position")
+        self.target_position = make_position_layer(config, "target_position")
+        self.embedding_dropout = keras.layers.Dropout(config.dropout, name="embedding_dropout")
+        stack_args = dict(d_model=config.d_model, num_heads=config.num_heads, d_ff=config.d_ff,
+                          dropout=config.dropout, attention_dropout=config.attention_dropout, d_k=config.d_k,
+                          d_v=config.d_v, norm_first=config.norm_first, attention_window=config.attention_window,
+                          layer_norm_epsilon=config.layer_norm_epsilon, activation=config.activation)
+        self.encoder = Encoder(config.num_encoder_layers, name="encoder", **stack_args)
+        self.decoder = Decoder(config.num_decoder_layers, name="decoder", **stack_args)
+        self.output_projection = None if config.tie_output_projection else keras.layers.Dense(
+            config.output_vocab_size, use_bias=False, name="output_projection")
+
+    @property
+    def _target_embedding(self):
+        return self.source_embedding if self.target_embedding is None else self.target_embedding
+
+    def build(self, inputs_shape=None):
+        vectors = (None, None, self.config.d_model)
+        build_sublayer(self.source_embedding)
+        build_sublayer(self.target_embedding)
+        build_sublayer(self.source_position, vectors)
+        build_sublayer(self.target_position, vectors)
+        build_sublayer(self.encoder, vectors)
+        build_sublayer(self.decoder, vectors, vectors)
+        build_sublayer(self.output_projection, vectors)
+        self.built = True
+
+    def encode(self, source_ids, training=None, return_attention_scores=False):
+        """Runs the encoder once: `(memory [batch, source_len, d_model], memory_mask [batch, 1, 1, src])`."""
+        memory_mask = masking.padding_mask(source_ids, self.config.pad_id)
+        x = embed(self.source_embedding, self.source_position, self.embedding_dropout, source_ids,
+                  training=training)
+        outputs = self.encoder(x, attention_mask=memory_mask, training=training,
+                               return_attention_scores=return_attention_scores)
+        if return_attention_scores:
+            return outputs[0], memory_mask, outputs[1]
+        return outputs, memory_mask
+
+    def init_cache(self, memory, max_length):
+        """Per-layer decoder caches for up to `max_length` target tokens (cross-attention keys computed once)."""
+        return self.decoder.init_cache(memory, max_length)
+
+    def decode(self, target_ids, memory, memory_mask, training=None, cache=None, decode_index=None,
+               return_attention_scores=False):
+        """float32 logits `[batch, target_len, vocab]` for `target_ids` given the encoder output.
+
+        With `cache` and `decode_index`, `target_ids` are the tokens at positions `decode_index ...` and the
+        updated cache is returned after the logits; earlier positions come from the cache.
+        """
+        incremental = cache is not None and decode_index is not None
+        if incremental:
+            self_mask = None  # the cache masks future positions itself
+            start = decode_index
+        else:
+            length = tf.shape(target_ids)[1]
+            self_mask = masking.combine_masks(masking.padding_mask(target_ids, self.config.pad_id),
+                                              masking.look_ahead_mask(length))
+            start = 0
+        x = embed(self._target_embedding, self.target_position, self.embedding_dropout, target_ids,
+                  start_index=start, training=training)
+        outputs = self.decoder(x, memory, self_attention_mask=self_mask, memory_mask=memory_mask, cache=cache,
+                               decode_index=decode_index, training=training,
+                               return_attention_scores=return_attention_scores)
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        logits = self.project(outputs[0])
+        return logits if len(outputs) == 1 else (logits,) + outputs[1:]
+
+    def project(self, decoder_output):
+        """Pre-softmax linear transformation, float32 `[batch, length, output_vocab_size]`."""
+        if self.output_projection is None:
+            logits = self._target_embedding.project(decoder_output)
+        else:
+            logits = self.output_projection(decoder_output)
+        return tf.cast(logits, tf.float32)
+
+    def call(self, inputs, training=None):
+        source_ids, target_ids = inputs
+        memory, memory_mask = self.encode(source_ids, training=training)
+        return self.decode(target_ids, memory, memory_mask, training=training)
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

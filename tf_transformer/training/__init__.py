@@ -1,0 +1,8 @@
+"""Training pieces of the paper: warmup learning-rate schedule, Adam, label-smoothed loss, accuracy."""
+
+from tf_transformer.training.losses import MaskedCrossEntropy
+from tf_transformer.training.metrics import MaskedAccuracy
+from tf_transformer.training.optimizer import make_loss, make_optimizer
+from tf_transformer.training.schedule import WarmupSchedule
+
+__all__ = ["WarmupSchedule", "MaskedCrossEntropy", "MaskedAccuracy", "make_optimizer", "make_loss"]
