@@ -23,31 +23,34 @@ def test_config_is_frozen():
         TransformerConfig().d_model = 256
 
 
-@pytest.mark.parametrize("changes, field, fix", [
-    (dict(d_model=510), "d_model", "multiple of num_heads"),
-    (dict(d_model=0), "d_model", "positive"),
-    (dict(d_ff=-1), "d_ff", "positive"),
-    (dict(num_heads=0), "num_heads", "positive"),
-    (dict(num_encoder_layers=0), "num_encoder_layers", ">= 1"),
-    (dict(num_decoder_layers=-1), "num_decoder_layers", ">= 0"),
-    (dict(vocab_size=0), "vocab_size", "positive"),
-    (dict(dropout=1.0), "dropout", "[0, 1)"),
-    (dict(dropout=-0.1), "dropout", "[0, 1)"),
-    (dict(attention_dropout=1.5), "attention_dropout", "[0, 1)"),
-    (dict(label_smoothing=1.0), "label_smoothing", "[0, 1)"),
-    (dict(position_encoding="rotary"), "position_encoding", "'sinusoidal', 'learned'"),
-    (dict(activation="swish"), "activation", "'relu', 'gelu'"),
-    (dict(attention_window=-2), "attention_window", "null for full attention"),
-    (dict(pad_id=3), "pad_id", "pad_id=0"),
-    (dict(bos_id=0), "bos_id", "0 is padding"),
-    (dict(eos_id=40000), "eos_id", "[1, 37000)"),
-    (dict(bos_id=2, eos_id=2), "bos_id, eos_id", "different ids"),
-    (dict(target_vocab_size=1000), "share_embeddings", "share_embeddings=false"),
-    (dict(d_k=0), "d_k", ">= 1"),
-    (dict(d_model="512"), "d_model", "expected int"),
-    (dict(share_embeddings="yes"), "share_embeddings", "expected bool"),
-    (dict(warmup_steps=0), "warmup_steps", "positive"),
-])
+@pytest.mark.parametrize(
+    "changes, field, fix",
+    [
+        (dict(d_model=510), "d_model", "multiple of num_heads"),
+        (dict(d_model=0), "d_model", "positive"),
+        (dict(d_ff=-1), "d_ff", "positive"),
+        (dict(num_heads=0), "num_heads", "positive"),
+        (dict(num_encoder_layers=0), "num_encoder_layers", ">= 1"),
+        (dict(num_decoder_layers=-1), "num_decoder_layers", ">= 0"),
+        (dict(vocab_size=0), "vocab_size", "positive"),
+        (dict(dropout=1.0), "dropout", "[0, 1)"),
+        (dict(dropout=-0.1), "dropout", "[0, 1)"),
+        (dict(attention_dropout=1.5), "attention_dropout", "[0, 1)"),
+        (dict(label_smoothing=1.0), "label_smoothing", "[0, 1)"),
+        (dict(position_encoding="rotary"), "position_encoding", "'sinusoidal', 'learned'"),
+        (dict(activation="swish"), "activation", "'relu', 'gelu'"),
+        (dict(attention_window=-2), "attention_window", "null for full attention"),
+        (dict(pad_id=3), "pad_id", "pad_id=0"),
+        (dict(bos_id=0), "bos_id", "0 is padding"),
+        (dict(eos_id=40000), "eos_id", "[1, 37000)"),
+        (dict(bos_id=2, eos_id=2), "bos_id, eos_id", "different ids"),
+        (dict(target_vocab_size=1000), "share_embeddings", "share_embeddings=false"),
+        (dict(d_k=0), "d_k", ">= 1"),
+        (dict(d_model="512"), "d_model", "expected int"),
+        (dict(share_embeddings="yes"), "share_embeddings", "expected bool"),
+        (dict(warmup_steps=0), "warmup_steps", "positive"),
+    ],
+)
 def test_invalid_fields_name_the_field_and_the_fix(changes, field, fix):
     with pytest.raises(ConfigError) as error:
         TransformerConfig(**changes)
@@ -91,7 +94,7 @@ def test_bad_json_and_missing_file_are_clear(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         TransformerConfig.from_json(tmp_path / "missing.json")
     bad = tmp_path / "bad.json"
-    bad.write_text("{\"d_model\": 512,,}")
+    bad.write_text('{"d_model": 512,,}')
     with pytest.raises(ConfigError, match="not valid JSON"):
         TransformerConfig.from_json(bad)
 
@@ -106,16 +109,23 @@ def test_replace_and_overrides_validate_again():
 
 
 PAPER_TABLE3 = {  # the paper's Table 3 rows as config changes of the base model
-    "table3_a_heads1": dict(num_heads=1), "table3_a_heads4": dict(num_heads=4),
-    "table3_a_heads16": dict(num_heads=16), "table3_a_heads32": dict(num_heads=32),
-    "table3_b_dk16": dict(d_k=16), "table3_b_dk32": dict(d_k=32),
+    "table3_a_heads1": dict(num_heads=1),
+    "table3_a_heads4": dict(num_heads=4),
+    "table3_a_heads16": dict(num_heads=16),
+    "table3_a_heads32": dict(num_heads=32),
+    "table3_b_dk16": dict(d_k=16),
+    "table3_b_dk32": dict(d_k=32),
     "table3_c_layers2": dict(num_encoder_layers=2, num_decoder_layers=2),
     "table3_c_layers4": dict(num_encoder_layers=4, num_decoder_layers=4),
     "table3_c_layers8": dict(num_encoder_layers=8, num_decoder_layers=8),
-    "table3_c_dmodel256": dict(d_model=256), "table3_c_dmodel1024": dict(d_model=1024),
-    "table3_c_dff1024": dict(d_ff=1024), "table3_c_dff4096": dict(d_ff=4096),
-    "table3_d_dropout0": dict(dropout=0.0), "table3_d_dropout02": dict(dropout=0.2),
-    "table3_d_smoothing0": dict(label_smoothing=0.0), "table3_d_smoothing02": dict(label_smoothing=0.2),
+    "table3_c_dmodel256": dict(d_model=256),
+    "table3_c_dmodel1024": dict(d_model=1024),
+    "table3_c_dff1024": dict(d_ff=1024),
+    "table3_c_dff4096": dict(d_ff=4096),
+    "table3_d_dropout0": dict(dropout=0.0),
+    "table3_d_dropout02": dict(dropout=0.2),
+    "table3_d_smoothing0": dict(label_smoothing=0.0),
+    "table3_d_smoothing02": dict(label_smoothing=0.2),
     "table3_e_learned_positions": dict(position_encoding="learned"),
     "big": dict(d_model=1024, d_ff=4096, num_heads=16, dropout=0.3),
 }

@@ -12,8 +12,7 @@ def test_every_subpackage_is_listed_in_setup_cfg():
     parser = configparser.ConfigParser()
     parser.read(ROOT / "setup.cfg")
     listed = set(parser["options"]["packages"].split())
-    on_disk = {".".join(init.parent.relative_to(ROOT).parts)
-               for init in (ROOT / "tf_transformer").rglob("__init__.py")}
+    on_disk = {".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "tf_transformer").rglob("__init__.py")}
     assert on_disk | {"tf_transformer.configs"} == listed
 
 
@@ -22,3 +21,13 @@ def test_every_preset_file_is_reachable_and_valid():
     assert tft.list_presets() == on_disk
     for name in on_disk:
         tft.TransformerConfig.from_preset(name)
+
+
+def test_ci_runs_exactly_the_readmes_test_command():
+    readme = (ROOT / "README.md").read_text()
+    commands = [line for line in readme.splitlines() if line.startswith("python3 -m venv")]
+    assert len(commands) == 2, "README opens with two commands: the main job and the tests"
+    test_command = commands[1]
+    assert "pytest" in test_command
+    ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert test_command in ci_lines

@@ -133,7 +133,8 @@ class TransformerConfig:
         for name in ("d_k", "d_v"):
             if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise ConfigError(
-                    f"{name}: must be positive or null, got {getattr(self, name)}. Fix: set {name} >= 1 or null.")
+                    f"{name}: must be positive or null, got {getattr(self, name)}. Fix: set {name} >= 1 or null."
+                )
         for name in ("dropout", "attention_dropout", "label_smoothing"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
@@ -211,9 +212,7 @@ class TransformerConfig:
             if key not in known:
                 close = difflib.get_close_matches(str(key), known, n=1)
                 hint = f" Did you mean {close[0]!r}?" if close else ""
-                raise ConfigError(
-                    f"{key}: not a TransformerConfig field.{hint} Fix: use one of {', '.join(known)}."
-                )
+                raise ConfigError(f"{key}: not a TransformerConfig field.{hint} Fix: use one of {', '.join(known)}.")
         return cls(**values)
 
     def to_json(self, path: Union[str, os.PathLike, None] = None) -> str:
@@ -271,8 +270,11 @@ class TransformerConfig:
 
 _OPTIONAL_INT = "optional int"
 _FIELD_TYPES = {
-    field.name: (_OPTIONAL_INT if field.type == "Optional[int]" else {"int": int, "float": float, "bool": bool,
-                                                                       "str": str}[field.type])
+    field.name: (
+        _OPTIONAL_INT
+        if field.type == "Optional[int]"
+        else {"int": int, "float": float, "bool": bool, "str": str}[field.type]
+    )
     for field in dataclasses.fields(TransformerConfig)
 }
 

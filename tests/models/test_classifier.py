@@ -1,14 +1,22 @@
 """SequenceClassifier: learns a generated event-sequence task, ignores padding, saves and loads."""
 
+import keras
 import numpy as np
 import pytest
-import keras
 
 import tf_transformer as tft
 from tf_transformer.config import ConfigError
 
-CONFIG = tft.TransformerConfig(vocab_size=16, d_model=32, d_ff=64, num_heads=4, num_encoder_layers=1,
-                               num_decoder_layers=0, max_length=32, dropout=0.0)
+CONFIG = tft.TransformerConfig(
+    vocab_size=16,
+    d_model=32,
+    d_ff=64,
+    num_heads=4,
+    num_encoder_layers=1,
+    num_decoder_layers=0,
+    max_length=32,
+    dropout=0.0,
+)
 
 
 def majority_event_task(num_examples, seed):
@@ -21,8 +29,9 @@ def majority_event_task(num_examples, seed):
         label = rng.integers(0, 3)
         counts = rng.multinomial(length - 4, [0.15, 0.15, 0.15, 0.55])
         counts[label] += 4  # the winner is clear
-        events = np.concatenate([np.full(counts[0], 3), np.full(counts[1], 4), np.full(counts[2], 5),
-                                 rng.integers(6, 16, size=counts[3])])
+        events = np.concatenate(
+            [np.full(counts[0], 3), np.full(counts[1], 4), np.full(counts[2], 5), rng.integers(6, 16, size=counts[3])]
+        )
         sequences[row, :length] = rng.permutation(events)
         labels[row] = label
     return sequences, labels
@@ -31,8 +40,11 @@ def majority_event_task(num_examples, seed):
 def test_learns_a_generated_event_sequence_task():
     keras.utils.set_random_seed(3)
     model = tft.SequenceClassifier(CONFIG, num_classes=3)
-    model.compile(optimizer=keras.optimizers.Adam(3e-3),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+    model.compile(
+        optimizer=keras.optimizers.Adam(3e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
     x, y = majority_event_task(3000, seed=0)
     x_test, y_test = majority_event_task(500, seed=1)
     model.fit(x, y, batch_size=64, epochs=6, verbose=0)

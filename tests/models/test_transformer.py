@@ -1,16 +1,24 @@
 """Transformer: shapes, mask invariances, restricted attention, parameter counts, saving, mixed precision."""
 
+import keras
 import numpy as np
 import pytest
-import keras
 import tensorflow as tf
 
 import tf_transformer as tft
 from tf_transformer.config import ConfigError
 from tf_transformer.layers import masking
 
-SMALL = tft.TransformerConfig(vocab_size=50, d_model=32, d_ff=64, num_heads=4, num_encoder_layers=2,
-                              num_decoder_layers=2, max_length=40, dropout=0.1)
+SMALL = tft.TransformerConfig(
+    vocab_size=50,
+    d_model=32,
+    d_ff=64,
+    num_heads=4,
+    num_encoder_layers=2,
+    num_decoder_layers=2,
+    max_length=40,
+    dropout=0.1,
+)
 
 
 def random_ids(rng, batch, length, vocab=50):
@@ -34,16 +42,18 @@ def test_extra_source_padding_leaves_logits_unchanged(model):
     source, target = random_ids(rng, 2, 6), random_ids(rng, 2, 5)
     source[1, 4:] = 0  # the second sentence is shorter
     padded = np.pad(source, [[0, 0], [0, 9]])
-    np.testing.assert_allclose(model((padded, target), training=False), model((source, target), training=False),
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        model((padded, target), training=False), model((source, target), training=False), atol=1e-5
+    )
 
 
 def test_extra_target_padding_leaves_real_positions_unchanged(model):
     rng = np.random.default_rng(2)
     source, target = random_ids(rng, 2, 6), random_ids(rng, 2, 5)
     padded = np.pad(target, [[0, 0], [0, 4]])
-    np.testing.assert_allclose(model((source, padded), training=False)[:, :5],
-                               model((source, target), training=False), atol=1e-5)
+    np.testing.assert_allclose(
+        model((source, padded), training=False)[:, :5], model((source, target), training=False), atol=1e-5
+    )
 
 
 @pytest.mark.parametrize("t", [0, 3, 6])
@@ -51,12 +61,12 @@ def test_future_target_tokens_do_not_change_earlier_logits(model, t):
     rng = np.random.default_rng(3)
     source, target = random_ids(rng, 2, 6), random_ids(rng, 2, 8)
     changed = target.copy()
-    changed[:, t + 1:] = random_ids(rng, 2, 8 - t - 1)
+    changed[:, t + 1 :] = random_ids(rng, 2, 8 - t - 1)
     before = model((source, target), training=False).numpy()
     after = model((source, changed), training=False).numpy()
-    np.testing.assert_allclose(after[:, :t + 1], before[:, :t + 1], atol=1e-5)
+    np.testing.assert_allclose(after[:, : t + 1], before[:, : t + 1], atol=1e-5)
     if t + 1 < 8:
-        assert np.abs(after[:, t + 1:] - before[:, t + 1:]).max() > 1e-4  # the change is visible later
+        assert np.abs(after[:, t + 1 :] - before[:, t + 1 :]).max() > 1e-4  # the change is visible later
 
 
 def first_layer_outputs(model, source, target):
@@ -112,16 +122,24 @@ def test_incremental_decoding_equals_the_full_forward_pass(model):
     memory, memory_mask = model.encode(source)
     cache = model.init_cache(memory, max_length=10)
     for step in range(6):
-        logits, cache = model.decode(target[:, step:step + 1], None, memory_mask, cache=cache, decode_index=step)
+        logits, cache = model.decode(target[:, step : step + 1], None, memory_mask, cache=cache, decode_index=step)
         np.testing.assert_allclose(logits[:, 0], full[:, step], atol=1e-5)
 
 
 # The paper's Table 3 parameter counts (millions) with its 37,000-token shared vocabulary. Its counts sit
 # about 2M above an exact count of this architecture, whatever the row, so the tolerance is 7%.
 PAPER_PARAMETERS = {
-    "base": 65, "big": 213, "table3_b_dk16": 58, "table3_b_dk32": 60, "table3_c_layers2": 36,
-    "table3_c_layers4": 50, "table3_c_layers8": 80, "table3_c_dmodel256": 28, "table3_c_dmodel1024": 168,
-    "table3_c_dff1024": 53, "table3_c_dff4096": 90,
+    "base": 65,
+    "big": 213,
+    "table3_b_dk16": 58,
+    "table3_b_dk32": 60,
+    "table3_c_layers2": 36,
+    "table3_c_layers4": 50,
+    "table3_c_layers8": 80,
+    "table3_c_dmodel256": 28,
+    "table3_c_dmodel1024": 168,
+    "table3_c_dff1024": 53,
+    "table3_c_dff4096": 90,
 }
 
 
@@ -145,6 +163,7 @@ def test_base_and_big_counts_exactly():
         ffn = 2 * d * d_ff + d_ff + d
         norm = 2 * d
         return vocab * d + layers * (attention + ffn + 2 * norm) + layers * (2 * attention + ffn + 3 * norm)
+
     assert count_parameters(tft.TransformerConfig.from_preset("base")) == expected(512, 2048)
     assert count_parameters(tft.TransformerConfig.from_preset("big")) == expected(1024, 4096)
 
@@ -170,10 +189,14 @@ def test_config_dict_is_accepted_and_a_decoderless_config_refused():
         tft.Transformer(SMALL.replace(num_decoder_layers=0))
 
 
-@pytest.mark.parametrize("changes", [
-    {}, {"norm_first": True, "position_encoding": "learned"},
-    {"target_vocab_size": 60, "share_embeddings": False, "tie_output_projection": False, "attention_window": 2},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"norm_first": True, "position_encoding": "learned"},
+        {"target_vocab_size": 60, "share_embeddings": False, "tie_output_projection": False, "attention_window": 2},
+    ],
+)
 def test_keras_file_round_trip_without_custom_objects(tmp_path, changes):
     config = SMALL.replace(**changes)
     model = tft.Transformer(config)
@@ -191,8 +214,9 @@ def test_keras_file_round_trip_without_custom_objects(tmp_path, changes):
 def test_compiled_model_round_trip_keeps_optimizer_loss_and_metric(tmp_path):
     config = SMALL.replace(dropout=0.0)
     model = tft.Transformer(config)
-    model.compile(optimizer=tft.make_optimizer(config), loss=tft.MaskedCrossEntropy(0.1),
-                  metrics=[tft.MaskedAccuracy()])
+    model.compile(
+        optimizer=tft.make_optimizer(config), loss=tft.MaskedCrossEntropy(0.1), metrics=[tft.MaskedAccuracy()]
+    )
     rng = np.random.default_rng(9)
     x, y = (random_ids(rng, 8, 6), random_ids(rng, 8, 5)), random_ids(rng, 8, 5)
     model.fit(x, y, epochs=1, verbose=0)
@@ -224,11 +248,13 @@ def test_mixed_precision_keeps_softmax_and_loss_in_float32_without_nan(mixed_pol
     memory, _ = model.encode(source)
     assert memory.dtype == compute
     _, scores = model.encoder.layers[0].self_attention(
-        memory, attention_mask=masking.padding_mask(source), return_attention_scores=True)
+        memory, attention_mask=masking.padding_mask(source), return_attention_scores=True
+    )
     assert scores.dtype == tf.float32 and np.isfinite(scores.numpy()).all()
 
-    model.compile(optimizer=tft.make_optimizer(config), loss=tft.MaskedCrossEntropy(0.1),
-                  metrics=[tft.MaskedAccuracy()])
+    model.compile(
+        optimizer=tft.make_optimizer(config), loss=tft.MaskedCrossEntropy(0.1), metrics=[tft.MaskedAccuracy()]
+    )
     history = model.fit((source, target), target, epochs=2, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
     assert np.isfinite(model((source, target)).numpy()).all()

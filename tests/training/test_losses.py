@@ -107,9 +107,7 @@ def test_reduction_none_and_sum():
     assert per_token.shape == y_true.shape
     assert np.all(per_token.numpy()[y_true == 0] == 0.0)
     total = MaskedCrossEntropy(label_smoothing=0.1, reduction="sum")(y_true, logits)
-    np.testing.assert_allclose(
-        float(total), reference(y_true, logits, 0.1) * np.sum(y_true != 0), rtol=1e-5
-    )
+    np.testing.assert_allclose(float(total), reference(y_true, logits, 0.1) * np.sum(y_true != 0), rtol=1e-5)
     with pytest.raises(ValueError, match="reduction"):
         MaskedCrossEntropy(reduction="sum_over_batch_size")
 

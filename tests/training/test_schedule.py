@@ -31,9 +31,7 @@ def test_step_zero_equals_step_one():
 
 
 def test_scale_multiplies():
-    np.testing.assert_allclose(
-        float(WarmupSchedule(256, 100, scale=2.0)(50)), reference(50, 256, 100, 2.0), rtol=1e-6
-    )
+    np.testing.assert_allclose(float(WarmupSchedule(256, 100, scale=2.0)(50)), reference(50, 256, 100, 2.0), rtol=1e-6)
 
 
 def test_peak_at_warmup_and_monotone():

@@ -9,8 +9,9 @@ SYNTHETIC_TASKS = ("copy", "reverse")
 FIRST_SYMBOL = 3  # ids 0, 1, 2 are padding, start and end of sequence
 
 
-def synthetic_pairs(task: str, num_examples: int, num_symbols: int = 20, min_length: int = 4,
-                    max_length: int = 12, seed: int = 0):
+def synthetic_pairs(
+    task: str, num_examples: int, num_symbols: int = 20, min_length: int = 4, max_length: int = 12, seed: int = 0
+):
     """`num_examples` (source, target) pairs of int id lists; symbols are ids 3 .. 3 + num_symbols - 1.
 
     "copy": the target is the source; "reverse": the target is the source reversed.
@@ -28,10 +29,19 @@ def synthetic_pairs(task: str, num_examples: int, num_symbols: int = 20, min_len
     return pairs
 
 
-def synthetic_translation_dataset(task: str, num_examples: int, batch_size: int, num_symbols: int = 20,
-                                  min_length: int = 4, max_length: int = 12, seed: int = 0,
-                                  bos_id: int = 1, eos_id: int = 2, shuffle: bool = True,
-                                  repeat: bool = False) -> tf.data.Dataset:
+def synthetic_translation_dataset(
+    task: str,
+    num_examples: int,
+    batch_size: int,
+    num_symbols: int = 20,
+    min_length: int = 4,
+    max_length: int = 12,
+    seed: int = 0,
+    bos_id: int = 1,
+    eos_id: int = 2,
+    shuffle: bool = True,
+    repeat: bool = False,
+) -> tf.data.Dataset:
     """A batched `((source_ids, target_input_ids), target_output_ids)` dataset, padded with 0.
 
     The source ends with `eos_id`; the target input is `bos_id` + target and the target output is

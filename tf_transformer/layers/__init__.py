@@ -12,6 +12,15 @@ from tf_transformer.layers.position import SinusoidalPositionEncoding, sinusoida
 from tf_transformer.layers.position_embedding import LearnedPositionEmbedding
 
 __all__ = [
-    "Decoder", "DecoderLayer", "Encoder", "EncoderLayer", "FeedForward", "LearnedPositionEmbedding",
-    "MultiHeadAttention", "SinusoidalPositionEncoding", "TokenEmbedding", "masking", "sinusoidal_table",
+    "Decoder",
+    "DecoderLayer",
+    "Encoder",
+    "EncoderLayer",
+    "FeedForward",
+    "LearnedPositionEmbedding",
+    "MultiHeadAttention",
+    "SinusoidalPositionEncoding",
+    "TokenEmbedding",
+    "masking",
+    "sinusoidal_table",
 ]

@@ -58,8 +58,17 @@ class MultiHeadAttention(keras.layers.Layer):
     Reference: Vaswani et al., "Attention Is All You Need", 2017, https://arxiv.org/abs/1706.03762
     """
 
-    def __init__(self, num_heads, d_model, d_k=None, d_v=None, attention_dropout=0.0, attention_window=None,
-                 use_bias=True, **kwargs):
+    def __init__(
+        self,
+        num_heads,
+        d_model,
+        d_k=None,
+        d_v=None,
+        attention_dropout=0.0,
+        attention_window=None,
+        use_bias=True,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         if (d_k is None or d_v is None) and d_model % num_heads:
             raise ValueError(
@@ -75,23 +84,23 @@ class MultiHeadAttention(keras.layers.Layer):
         self.use_bias = use_bias
         self.key_dim = d_k if d_k is not None else d_model // num_heads
         self.value_dim = d_v if d_v is not None else d_model // num_heads
-        self.dropout_layer = keras.layers.Dropout(attention_dropout, name="attention_dropout")
+        self.dropout_layer = keras.layers.Dropout(attention_dropout, name="attention_dropout", dtype=self.dtype_policy)
 
     def build(self, query_shape, value_shape=None):
         query_dim = query_shape[-1]
         value_dim = query_dim if value_shape is None else value_shape[-1]
         keys, values = self.num_heads * self.key_dim, self.num_heads * self.value_dim
-        self.query_kernel = self.add_weight(name="query_kernel", shape=(query_dim, keys),
-                                            initializer="glorot_uniform")
+        self.query_kernel = self.add_weight(name="query_kernel", shape=(query_dim, keys), initializer="glorot_uniform")
         # [W^K | W^V]: one matmul gives keys and values.
-        self.key_value_kernel = self.add_weight(name="key_value_kernel", shape=(value_dim, keys + values),
-                                                initializer="glorot_uniform")
-        self.output_kernel = self.add_weight(name="output_kernel", shape=(values, self.d_model),
-                                             initializer="glorot_uniform")
+        self.key_value_kernel = self.add_weight(
+            name="key_value_kernel", shape=(value_dim, keys + values), initializer="glorot_uniform"
+        )
+        self.output_kernel = self.add_weight(
+            name="output_kernel", shape=(values, self.d_model), initializer="glorot_uniform"
+        )
         if self.use_bias:
             self.query_bias = self.add_weight(name="query_bias", shape=(keys,), initializer="zeros")
-            self.key_value_bias = self.add_weight(name="key_value_bias", shape=(keys + values,),
-                                                  initializer="zeros")
+            self.key_value_bias = self.add_weight(name="key_value_bias", shape=(keys + values,), initializer="zeros")
             self.output_bias = self.add_weight(name="output_bias", shape=(self.d_model,), initializer="zeros")
 
     def _split_heads(self, x, head_dim):
@@ -101,20 +110,32 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def compute_key_value(self, value):
         """Keys and values of `value` `[batch, key_len, d_value]` as a cache for cross-attention."""
-        key_value = tf.matmul(value, self.key_value_kernel)
+        # Also called outside `call` (to fill a decoding cache), where Keras does not autocast.
+        dtype = self.compute_dtype
+        key_value = tf.matmul(tf.cast(value, dtype), tf.cast(self.key_value_kernel, dtype))
         if self.use_bias:
-            key_value = key_value + self.key_value_bias
+            key_value = key_value + tf.cast(self.key_value_bias, dtype)
         key, value = tf.split(key_value, [self.num_heads * self.key_dim, self.num_heads * self.value_dim], axis=-1)
         return {"key": self._split_heads(key, self.key_dim), "value": self._split_heads(value, self.value_dim)}
 
     def empty_cache(self, batch_size, max_length, dtype=None):
         """A zero self-attention cache: key `[batch_size, max_length, num_heads, d_k]`, value `[..., d_v]`."""
         dtype = dtype or self.compute_dtype
-        return {"key": tf.zeros([batch_size, max_length, self.num_heads, self.key_dim], dtype),
-                "value": tf.zeros([batch_size, max_length, self.num_heads, self.value_dim], dtype)}
+        return {
+            "key": tf.zeros([batch_size, max_length, self.num_heads, self.key_dim], dtype),
+            "value": tf.zeros([batch_size, max_length, self.num_heads, self.value_dim], dtype),
+        }
 
-    def call(self, query, value=None, attention_mask=None, cache=None, decode_index=None, training=None,
-             return_attention_scores=False):
+    def call(
+        self,
+        query,
+        value=None,
+        attention_mask=None,
+        cache=None,
+        decode_index=None,
+        training=None,
+        return_attention_scores=False,
+    ):
         incremental = cache is not None and decode_index is not None
         precomputed = cache is not None and decode_index is None
         if precomputed and value is not None:
@@ -125,7 +146,7 @@ class MultiHeadAttention(keras.layers.Layer):
         if self.use_bias:
             query_heads = query_heads + self.query_bias
         # Scaling the queries is cheaper than scaling the [query_len, key_len] logits.
-        query_heads = self._split_heads(query_heads, self.key_dim) * tf.cast(self.key_dim ** -0.5, query.dtype)
+        query_heads = self._split_heads(query_heads, self.key_dim) * tf.cast(self.key_dim**-0.5, query.dtype)
 
         if precomputed:
             key_value = cache
@@ -143,7 +164,8 @@ class MultiHeadAttention(keras.layers.Layer):
             mask = masking.combine_masks(mask, masking.look_ahead_mask(query_length, key_length, offset))
         if self.attention_window is not None and (is_self_attention or incremental):
             mask = masking.combine_masks(
-                mask, masking.window_mask(query_length, key_length, self.attention_window, offset))
+                mask, masking.window_mask(query_length, key_length, self.attention_window, offset)
+            )
         logits = tf.cast(logits, tf.float32)
         if mask is not None:
             logits = tf.where(mask, logits, masking.mask_value(tf.float32))
@@ -169,9 +191,15 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(num_heads=self.num_heads, d_model=self.d_model, d_k=self.d_k, d_v=self.d_v,
-                      attention_dropout=self.attention_dropout, attention_window=self.attention_window,
-                      use_bias=self.use_bias)
+        config.update(
+            num_heads=self.num_heads,
+            d_model=self.d_model,
+            d_k=self.d_k,
+            d_v=self.d_v,
+            attention_dropout=self.attention_dropout,
+            attention_window=self.attention_window,
+            use_bias=self.use_bias,
+        )
         return config
 
 

@@ -30,8 +30,9 @@ class TokenEmbedding(keras.layers.Layer):
 
     Example:
 
+    >>> import numpy as np
     >>> embedding = TokenEmbedding(vocab_size=100, d_model=8)
-    >>> vectors = embedding([[5, 7, 0]])
+    >>> vectors = embedding(np.array([[5, 7, 0]]))
     >>> embedding.project(vectors).shape
     TensorShape([1, 3, 100])
 
@@ -47,13 +48,15 @@ class TokenEmbedding(keras.layers.Layer):
     def build(self, token_ids_shape=None):
         # A normal with stddev d_model^-0.5 keeps scaled embeddings and tied logits at unit scale.
         self.embeddings = self.add_weight(
-            name="embeddings", shape=(self.vocab_size, self.d_model),
-            initializer=keras.initializers.RandomNormal(stddev=self.d_model ** -0.5))
+            name="embeddings",
+            shape=(self.vocab_size, self.d_model),
+            initializer=keras.initializers.RandomNormal(stddev=self.d_model**-0.5),
+        )
 
     def call(self, token_ids):
         vectors = tf.cast(tf.gather(self.embeddings, tf.cast(token_ids, tf.int32)), self.compute_dtype)
         if self.scale:
-            vectors = vectors * tf.cast(self.d_model ** 0.5, vectors.dtype)
+            vectors = vectors * tf.cast(self.d_model**0.5, vectors.dtype)
         return vectors
 
     def project(self, inputs):

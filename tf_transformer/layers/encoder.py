@@ -40,8 +40,22 @@ class Encoder(keras.layers.Layer):
     Reference: Vaswani et al., 2017, section 3.1.
     """
 
-    def __init__(self, num_layers, d_model, num_heads, d_ff, dropout=0.1, attention_dropout=0.0, d_k=None, d_v=None,
-                 norm_first=False, attention_window=None, layer_norm_epsilon=1e-6, activation="relu", **kwargs):
+    def __init__(
+        self,
+        num_layers,
+        d_model,
+        num_heads,
+        d_ff,
+        dropout=0.1,
+        attention_dropout=0.0,
+        d_k=None,
+        d_v=None,
+        norm_first=False,
+        attention_window=None,
+        layer_norm_epsilon=1e-6,
+        activation="relu",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.num_layers = num_layers
         self.d_model = d_model
@@ -56,13 +70,28 @@ class Encoder(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.activation = activation
         self.layers = [
-            EncoderLayer(d_model, num_heads, d_ff, dropout=dropout, attention_dropout=attention_dropout, d_k=d_k,
-                         d_v=d_v, norm_first=norm_first, attention_window=attention_window,
-                         layer_norm_epsilon=layer_norm_epsilon, activation=activation, name=f"layer_{index}")
+            EncoderLayer(
+                d_model,
+                num_heads,
+                d_ff,
+                dropout=dropout,
+                attention_dropout=attention_dropout,
+                d_k=d_k,
+                d_v=d_v,
+                norm_first=norm_first,
+                attention_window=attention_window,
+                layer_norm_epsilon=layer_norm_epsilon,
+                activation=activation,
+                name=f"layer_{index}",
+                dtype=self.dtype_policy,
+            )
             for index in range(num_layers)
         ]
-        self.final_norm = (keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="final_norm")
-                           if norm_first else None)
+        self.final_norm = (
+            keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="final_norm", dtype=self.dtype_policy)
+            if norm_first
+            else None
+        )
 
     def build(self, inputs_shape):
         for layer in self.layers:
@@ -83,8 +112,18 @@ class Encoder(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(num_layers=self.num_layers, d_model=self.d_model, num_heads=self.num_heads,
-                      d_ff=self.d_ff, dropout=self.dropout, attention_dropout=self.attention_dropout,
-                      d_k=self.d_k, d_v=self.d_v, norm_first=self.norm_first, attention_window=self.attention_window,
-                      layer_norm_epsilon=self.layer_norm_epsilon, activation=self.activation)
+        config.update(
+            num_layers=self.num_layers,
+            d_model=self.d_model,
+            num_heads=self.num_heads,
+            d_ff=self.d_ff,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            d_k=self.d_k,
+            d_v=self.d_v,
+            norm_first=self.norm_first,
+            attention_window=self.attention_window,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            activation=self.activation,
+        )
         return config

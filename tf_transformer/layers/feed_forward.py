@@ -36,8 +36,8 @@ class FeedForward(keras.layers.Layer):
         self.d_model = d_model
         self.d_ff = d_ff
         self.activation = activation
-        self.inner = keras.layers.Dense(d_ff, activation=activation, name="inner")
-        self.outer = keras.layers.Dense(d_model, name="outer")
+        self.inner = keras.layers.Dense(d_ff, activation=activation, name="inner", dtype=self.dtype_policy)
+        self.outer = keras.layers.Dense(d_model, name="outer", dtype=self.dtype_policy)
 
     def build(self, inputs_shape):
         build_sublayer(self.inner, inputs_shape)

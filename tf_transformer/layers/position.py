@@ -62,14 +62,16 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 def position_slice(table, inputs, start_index, max_length):
     """Rows start_index .. start_index + length of a `[max_length, d]` table, with a clear length check."""
     length = inputs.shape[1]
-    if length is not None and isinstance(start_index, int) and start_index + length > max_length:
+    if length is not None and isinstance(start_index, (int, np.integer)) and start_index + length > max_length:
         raise ValueError(
             f"sequence of length {start_index + length} is longer than max_length={max_length}. "
             "Fix: truncate the inputs or raise the config's max_length."
         )
     length = tf.shape(inputs)[1]
     check = tf.debugging.assert_less_equal(
-        start_index + length, max_length,
-        message=f"a sequence is longer than max_length={max_length}: truncate it or raise max_length")
+        start_index + length,
+        max_length,
+        message=f"a sequence is longer than max_length={max_length}: truncate it or raise max_length",
+    )
     with tf.control_dependencies([check]):
         return table[start_index : start_index + length][tf.newaxis]

@@ -40,8 +40,10 @@ class LearnedPositionEmbedding(keras.layers.Layer):
 
     def build(self, inputs_shape):
         self.position_embeddings = self.add_weight(
-            name="position_embeddings", shape=(self.max_length, self.d_model),
-            initializer=keras.initializers.RandomNormal(stddev=self.d_model ** -0.5))
+            name="position_embeddings",
+            shape=(self.max_length, self.d_model),
+            initializer=keras.initializers.RandomNormal(stddev=self.d_model**-0.5),
+        )
 
     def call(self, inputs, start_index=0):
         positions = position_slice(self.position_embeddings, inputs, start_index, self.max_length)

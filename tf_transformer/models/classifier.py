@@ -38,10 +38,11 @@ class SequenceClassifier(keras.Model):
 
     Example:
 
+    >>> import numpy as np
     >>> import tf_transformer as tft
     >>> config = tft.TransformerConfig.from_preset("tiny")
     >>> classifier = tft.SequenceClassifier(config, num_classes=3)
-    >>> classifier([[4, 9, 12, 0, 0]]).shape
+    >>> classifier(np.array([[4, 9, 12, 0, 0]])).shape
     TensorShape([1, 3])
 
     Reference: Vaswani et al., 2017; Chen et al., "Behavior Sequence Transformer", 2019.
@@ -58,16 +59,29 @@ class SequenceClassifier(keras.Model):
         self.config = config
         self.num_classes = num_classes
         self.pooling = pooling
-        self.token_embedding = TokenEmbedding(config.vocab_size, config.d_model, name="token_embedding")
-        self.position = make_position_layer(config, "position")
-        self.embedding_dropout = keras.layers.Dropout(config.dropout, name="embedding_dropout")
+        self.token_embedding = TokenEmbedding(
+            config.vocab_size, config.d_model, name="token_embedding", dtype=self.dtype_policy
+        )
+        self.position = make_position_layer(config, "position", self.dtype_policy)
+        self.embedding_dropout = keras.layers.Dropout(config.dropout, name="embedding_dropout", dtype=self.dtype_policy)
         self.encoder = Encoder(
-            config.num_encoder_layers, config.d_model, config.num_heads, config.d_ff, dropout=config.dropout,
-            attention_dropout=config.attention_dropout, d_k=config.d_k, d_v=config.d_v, norm_first=config.norm_first,
-            attention_window=config.attention_window, layer_norm_epsilon=config.layer_norm_epsilon,
-            activation=config.activation, name="encoder")
-        self.pooled_dropout = keras.layers.Dropout(config.dropout, name="pooled_dropout")
-        self.classifier = keras.layers.Dense(num_classes, name="classifier")
+            config.num_encoder_layers,
+            config.d_model,
+            config.num_heads,
+            config.d_ff,
+            dropout=config.dropout,
+            attention_dropout=config.attention_dropout,
+            d_k=config.d_k,
+            d_v=config.d_v,
+            norm_first=config.norm_first,
+            attention_window=config.attention_window,
+            layer_norm_epsilon=config.layer_norm_epsilon,
+            activation=config.activation,
+            name="encoder",
+            dtype=self.dtype_policy,
+        )
+        self.pooled_dropout = keras.layers.Dropout(config.dropout, name="pooled_dropout", dtype=self.dtype_policy)
+        self.classifier = keras.layers.Dense(num_classes, name="classifier", dtype=self.dtype_policy)
 
     def build(self, token_ids_shape=None):
         vectors = (None, None, self.config.d_model)
@@ -91,8 +105,13 @@ class SequenceClassifier(keras.Model):
         return tf.cast(logits, tf.float32)
 
     def get_config(self):
-        return {"config": self.config.to_dict(), "num_classes": self.num_classes, "pooling": self.pooling,
-                "name": self.name, "trainable": self.trainable}
+        return {
+            "config": self.config.to_dict(),
+            "num_classes": self.num_classes,
+            "pooling": self.pooling,
+            "name": self.name,
+            "trainable": self.trainable,
+        }
 
     @classmethod
     def from_config(cls, config):

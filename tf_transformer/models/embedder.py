@@ -6,11 +6,11 @@ from tf_transformer.config import TransformerConfig
 from tf_transformer.layers import LearnedPositionEmbedding, SinusoidalPositionEncoding
 
 
-def make_position_layer(config: TransformerConfig, name: str):
+def make_position_layer(config: TransformerConfig, name: str, dtype=None):
     """The config's position layer: sinusoidal (the paper) or learned."""
     if config.position_encoding == "learned":
-        return LearnedPositionEmbedding(config.max_length, config.d_model, name=name)
-    return SinusoidalPositionEncoding(config.max_length, config.d_model, name=name)
+        return LearnedPositionEmbedding(config.max_length, config.d_model, name=name, dtype=dtype)
+    return SinusoidalPositionEncoding(config.max_length, config.d_model, name=name, dtype=dtype)
 
 
 def embed(token_embedding, position_layer, dropout_layer, token_ids, start_index=0, training=None):

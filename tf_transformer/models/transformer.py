@@ -36,10 +36,11 @@ class Transformer(keras.Model):
 
     Example:
 
+    >>> import numpy as np
     >>> import tf_transformer as tft
     >>> config = tft.TransformerConfig.from_preset("tiny")
     >>> model = tft.Transformer(config)
-    >>> logits = model(([[5, 6, 7, 2]], [[1, 8, 9]]))
+    >>> logits = model((np.array([[5, 6, 7, 2]]), np.array([[1, 8, 9]])))
     >>> logits.shape == (1, 3, config.output_vocab_size)
     True
 
@@ -57,25 +58,49 @@ class Transformer(keras.Model):
         if isinstance(config, dict):
             config = TransformerConfig.from_dict(config)
         if config.num_decoder_layers < 1:
-            raise ConfigError("num_decoder_layers: a Transformer needs at least one decoder layer. Fix: set "
-                              "num_decoder_layers >= 1 (or use SequenceClassifier for an encoder only).")
+            raise ConfigError(
+                "num_decoder_layers: a Transformer needs at least one decoder layer. Fix: set "
+                "num_decoder_layers >= 1 (or use SequenceClassifier for an encoder only)."
+            )
         self.config = config
         self.source_embedding = TokenEmbedding(
-            config.vocab_size, config.d_model, name="shared_embedding" if config.share_embeddings
-            else "source_embedding")
-        self.target_embedding = None if config.share_embeddings else TokenEmbedding(
-            config.output_vocab_size, config.d_model, name="target_embedding")
-        self.source_position = make_position_layer(config, "source_position")
-        self.target_position = make_position_layer(config, "target_position")
-        self.embedding_dropout = keras.layers.Dropout(config.dropout, name="embedding_dropout")
-        stack_args = dict(d_model=config.d_model, num_heads=config.num_heads, d_ff=config.d_ff,
-                          dropout=config.dropout, attention_dropout=config.attention_dropout, d_k=config.d_k,
-                          d_v=config.d_v, norm_first=config.norm_first, attention_window=config.attention_window,
-                          layer_norm_epsilon=config.layer_norm_epsilon, activation=config.activation)
-        self.encoder = Encoder(config.num_encoder_layers, name="encoder", **stack_args)
-        self.decoder = Decoder(config.num_decoder_layers, name="decoder", **stack_args)
-        self.output_projection = None if config.tie_output_projection else keras.layers.Dense(
-            config.output_vocab_size, use_bias=False, name="output_projection")
+            config.vocab_size,
+            config.d_model,
+            name="shared_embedding" if config.share_embeddings else "source_embedding",
+            dtype=self.dtype_policy,
+        )
+        self.target_embedding = (
+            None
+            if config.share_embeddings
+            else TokenEmbedding(
+                config.output_vocab_size, config.d_model, name="target_embedding", dtype=self.dtype_policy
+            )
+        )
+        self.source_position = make_position_layer(config, "source_position", self.dtype_policy)
+        self.target_position = make_position_layer(config, "target_position", self.dtype_policy)
+        self.embedding_dropout = keras.layers.Dropout(config.dropout, name="embedding_dropout", dtype=self.dtype_policy)
+        stack_args = dict(
+            d_model=config.d_model,
+            num_heads=config.num_heads,
+            d_ff=config.d_ff,
+            dropout=config.dropout,
+            attention_dropout=config.attention_dropout,
+            d_k=config.d_k,
+            d_v=config.d_v,
+            norm_first=config.norm_first,
+            attention_window=config.attention_window,
+            layer_norm_epsilon=config.layer_norm_epsilon,
+            activation=config.activation,
+        )
+        self.encoder = Encoder(config.num_encoder_layers, name="encoder", dtype=self.dtype_policy, **stack_args)
+        self.decoder = Decoder(config.num_decoder_layers, name="decoder", dtype=self.dtype_policy, **stack_args)
+        self.output_projection = (
+            None
+            if config.tie_output_projection
+            else keras.layers.Dense(
+                config.output_vocab_size, use_bias=False, name="output_projection", dtype=self.dtype_policy
+            )
+        )
 
     @property
     def _target_embedding(self):
@@ -95,10 +120,10 @@ class Transformer(keras.Model):
     def encode(self, source_ids, training=None, return_attention_scores=False):
         """Runs the encoder once: `(memory [batch, source_len, d_model], memory_mask [batch, 1, 1, src])`."""
         memory_mask = masking.padding_mask(source_ids, self.config.pad_id)
-        x = embed(self.source_embedding, self.source_position, self.embedding_dropout, source_ids,
-                  training=training)
-        outputs = self.encoder(x, attention_mask=memory_mask, training=training,
-                               return_attention_scores=return_attention_scores)
+        x = embed(self.source_embedding, self.source_position, self.embedding_dropout, source_ids, training=training)
+        outputs = self.encoder(
+            x, attention_mask=memory_mask, training=training, return_attention_scores=return_attention_scores
+        )
         if return_attention_scores:
             return outputs[0], memory_mask, outputs[1]
         return outputs, memory_mask
@@ -107,8 +132,16 @@ class Transformer(keras.Model):
         """Per-layer decoder caches for up to `max_length` target tokens (cross-attention keys computed once)."""
         return self.decoder.init_cache(memory, max_length)
 
-    def decode(self, target_ids, memory, memory_mask, training=None, cache=None, decode_index=None,
-               return_attention_scores=False):
+    def decode(
+        self,
+        target_ids,
+        memory,
+        memory_mask,
+        training=None,
+        cache=None,
+        decode_index=None,
+        return_attention_scores=False,
+    ):
         """float32 logits `[batch, target_len, vocab]` for `target_ids` given the encoder output.
 
         With `cache` and `decode_index`, `target_ids` are the tokens at positions `decode_index ...` and the
@@ -120,14 +153,28 @@ class Transformer(keras.Model):
             start = decode_index
         else:
             length = tf.shape(target_ids)[1]
-            self_mask = masking.combine_masks(masking.padding_mask(target_ids, self.config.pad_id),
-                                              masking.look_ahead_mask(length))
+            self_mask = masking.combine_masks(
+                masking.padding_mask(target_ids, self.config.pad_id), masking.look_ahead_mask(length)
+            )
             start = 0
-        x = embed(self._target_embedding, self.target_position, self.embedding_dropout, target_ids,
-                  start_index=start, training=training)
-        outputs = self.decoder(x, memory, self_attention_mask=self_mask, memory_mask=memory_mask, cache=cache,
-                               decode_index=decode_index, training=training,
-                               return_attention_scores=return_attention_scores)
+        x = embed(
+            self._target_embedding,
+            self.target_position,
+            self.embedding_dropout,
+            target_ids,
+            start_index=start,
+            training=training,
+        )
+        outputs = self.decoder(
+            x,
+            memory,
+            self_attention_mask=self_mask,
+            memory_mask=memory_mask,
+            cache=cache,
+            decode_index=decode_index,
+            training=training,
+            return_attention_scores=return_attention_scores,
+        )
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         logits = self.project(outputs[0])
         return logits if len(outputs) == 1 else (logits,) + outputs[1:]

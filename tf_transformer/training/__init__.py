@@ -4,5 +4,14 @@ from tf_transformer.training.losses import MaskedCrossEntropy
 from tf_transformer.training.metrics import MaskedAccuracy
 from tf_transformer.training.optimizer import make_loss, make_optimizer
 from tf_transformer.training.schedule import WarmupSchedule
+from tf_transformer.training.synthetic import synthetic_task_config, train_synthetic_task
 
-__all__ = ["WarmupSchedule", "MaskedCrossEntropy", "MaskedAccuracy", "make_optimizer", "make_loss"]
+__all__ = [
+    "WarmupSchedule",
+    "MaskedCrossEntropy",
+    "MaskedAccuracy",
+    "make_optimizer",
+    "make_loss",
+    "synthetic_task_config",
+    "train_synthetic_task",
+]

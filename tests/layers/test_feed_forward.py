@@ -1,0 +1,53 @@
+"""Tests of FeedForward against the NumPy reference max(0, x W1 + b1) W2 + b2."""
+
+import math
+
+import numpy as np
+import pytest
+
+from tf_transformer.layers import FeedForward
+
+TOLERANCE = dict(rtol=1e-5, atol=1e-5)
+
+
+def randomized(layer, inputs, seed=0):
+    layer(inputs)
+    rng = np.random.default_rng(seed)
+    for weight in layer.weights:
+        weight.assign(rng.normal(scale=0.5, size=weight.shape).astype(np.float32))
+    return layer
+
+
+def dense_weights(layer):
+    return (layer.inner.kernel.numpy(), layer.inner.bias.numpy(), layer.outer.kernel.numpy(), layer.outer.bias.numpy())
+
+
+def gelu(x):  # the exact (erf) form, Keras' default
+    return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / np.sqrt(2.0)))
+
+
+def test_relu_feed_forward_matches_reference():
+    x = np.random.default_rng(1).normal(size=(2, 3, 4)).astype(np.float32)
+    layer = randomized(FeedForward(d_model=4, d_ff=16), x)
+    w1, b1, w2, b2 = dense_weights(layer)
+    assert w1.shape == (4, 16) and w2.shape == (16, 4)
+    assert all(np.abs(b).sum() > 0 for b in (b1, b2))
+    expected = np.maximum(0.0, x @ w1 + b1) @ w2 + b2
+    np.testing.assert_allclose(layer(x).numpy(), expected, **TOLERANCE)
+
+
+def test_acts_on_each_position_independently():
+    x = np.random.default_rng(2).normal(size=(1, 5, 4)).astype(np.float32)
+    layer = randomized(FeedForward(d_model=4, d_ff=8), x)
+    full = layer(x).numpy()
+    for t in range(5):
+        np.testing.assert_allclose(layer(x[:, t : t + 1]).numpy(), full[:, t : t + 1], **TOLERANCE)
+
+
+@pytest.mark.parametrize("activation,reference", [("gelu", gelu), ("relu", lambda h: np.maximum(h, 0))])
+def test_activation_option(activation, reference):
+    x = np.random.default_rng(3).normal(size=(2, 3, 4)).astype(np.float32)
+    layer = randomized(FeedForward(d_model=4, d_ff=8, activation=activation), x)
+    w1, b1, w2, b2 = dense_weights(layer)
+    expected = reference((x @ w1 + b1).astype(np.float64)) @ w2 + b2
+    np.testing.assert_allclose(layer(x).numpy(), expected, **TOLERANCE)
