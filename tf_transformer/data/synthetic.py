@@ -48,17 +48,19 @@ def synthetic_translation_dataset(
     target + `eos_id`, the teacher-forcing layout `Transformer` trains on.
     """
     pairs = synthetic_pairs(task, num_examples, num_symbols, min_length, max_length, seed)
-
-    def generate():
-        for source, target in pairs:
-            yield source + [eos_id], [bos_id] + target, target + [eos_id]
-
-    spec = tf.TensorSpec([None], tf.int32)
-    dataset = tf.data.Dataset.from_generator(generate, output_signature=(spec, spec, spec))
-    dataset = dataset.cache()
+    # Ragged slices rather than a generator: the dataset's length is known, so Keras can size epochs.
+    columns = (
+        [source + [eos_id] for source, _ in pairs],
+        [[bos_id] + target for _, target in pairs],
+        [target + [eos_id] for _, target in pairs],
+    )
+    dataset = tf.data.Dataset.from_tensor_slices(tuple(tf.ragged.constant(c, dtype=tf.int32) for c in columns))
     if shuffle:
         dataset = dataset.shuffle(num_examples, seed=seed, reshuffle_each_iteration=True)
     if repeat:
         dataset = dataset.repeat()
-    dataset = dataset.padded_batch(batch_size, padded_shapes=([None], [None], [None]))
-    return dataset.map(lambda source, target_in, target_out: ((source, target_in), target_out)).prefetch(2)
+    dataset = dataset.ragged_batch(batch_size)
+    # to_tensor pads with 0, the padding id.
+    return dataset.map(
+        lambda source, target_in, target_out: ((source.to_tensor(), target_in.to_tensor()), target_out.to_tensor())
+    ).prefetch(2)

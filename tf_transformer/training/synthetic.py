@@ -32,7 +32,7 @@ def synthetic_task_config(**changes) -> TransformerConfig:
         label_smoothing=0.0,
         max_length=64,
         warmup_steps=200,
-        learning_rate_scale=2.0,
+        learning_rate_scale=1.0,
     )
     values.update(changes)
     return TransformerConfig(**values)
@@ -82,10 +82,21 @@ def train_synthetic_task(
     train = synthetic_translation_dataset(
         task, max(steps * batch_size // 4, 1000), batch_size, seed=seed, repeat=True, **shape
     )
-    held_out = synthetic_translation_dataset(task, 1000, 200, seed=seed + 1, shuffle=False, **shape)
+    held_out_pairs, held_out_batch = 1000, 200
+    held_out = synthetic_translation_dataset(
+        task, held_out_pairs, held_out_batch, seed=seed + 1, shuffle=False, **shape
+    )
     epochs = 4
     started = time.time()
-    model.fit(train, steps_per_epoch=max(steps // epochs, 1), epochs=epochs, validation_data=held_out, verbose=verbose)
+    # shuffle=False: the dataset shuffles itself (Keras would warn that it ignores shuffle=True).
+    model.fit(
+        train,
+        steps_per_epoch=max(steps // epochs, 1),
+        epochs=epochs,
+        validation_data=held_out,
+        shuffle=False,
+        verbose=verbose,
+    )
     train_seconds = time.time() - started
     results = model.evaluate(held_out, verbose=0, return_dict=True)
     summary = {
