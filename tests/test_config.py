@@ -147,3 +147,12 @@ def test_unknown_preset_lists_the_presets():
     assert {"tiny", "base", "big"} <= set(tft.list_presets())
     with pytest.raises(ConfigError, match="Did you mean 'base'"):
         TransformerConfig.from_preset("bas")
+
+
+def test_load_takes_a_preset_name_or_a_json_path(tmp_path):
+    assert TransformerConfig.load("tiny") == TransformerConfig.from_preset("tiny")
+    path = tmp_path / "mine.json"
+    TransformerConfig(d_model=256).to_json(path)
+    assert TransformerConfig.load(str(path)).d_model == 256
+    with pytest.raises(ConfigError, match="does not exist"):
+        TransformerConfig.load(str(tmp_path / "missing.json"))

@@ -10,6 +10,8 @@ import pathlib
 from importlib import resources
 from typing import Any, Mapping, Optional, Sequence, Union
 
+from tf_transformer.files import write_text_atomically
+
 POSITION_ENCODINGS = ("sinusoidal", "learned")
 ACTIVATIONS = ("relu", "gelu")
 
@@ -219,10 +221,7 @@ class TransformerConfig:
         """Returns the config as JSON text; with `path`, also writes it there (atomically)."""
         text = json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n"
         if path is not None:
-            path = pathlib.Path(path)
-            temporary = path.with_name(f".{path.name}.tmp")
-            temporary.write_text(text)
-            os.replace(temporary, path)
+            write_text_atomically(path, text)
         return text
 
     @classmethod
@@ -249,6 +248,14 @@ class TransformerConfig:
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise ConfigError(f"no preset named {name!r}.{hint} Fix: use one of {', '.join(presets)}.")
         return cls.from_json(_preset_text(name))
+
+    @classmethod
+    def load(cls, name_or_path: Union[str, os.PathLike]) -> "TransformerConfig":
+        """A preset name ("base") or the path of a JSON file ("my_config.json")."""
+        text = str(name_or_path)
+        if text.endswith(".json") or os.sep in text or pathlib.Path(text).is_file():
+            return cls.from_json(pathlib.Path(text))
+        return cls.from_preset(text)
 
     def replace(self, **changes) -> "TransformerConfig":
         """A copy with some fields changed, validated again."""
@@ -288,23 +295,25 @@ def _unknown_option(name: str, value: Any, options: Sequence[str]) -> str:
     return f"{name}: unknown option {value!r}. Fix: use one of {', '.join(repr(o) for o in options)}."
 
 
-def _presets_dir() -> Optional[pathlib.Path]:
-    # An installed package carries the presets as tf_transformer.configs; a source checkout has configs/.
+def _presets():
+    """The folder of presets: `tf_transformer.configs` when installed, else the checkout's `configs/`.
+
+    An installed `tf_transformer.configs` has no `__init__.py`, so it is a namespace package whose
+    location is a `Traversable`, not always a real path: read it only through that interface.
+    """
     try:
-        packaged = resources.files("tf_transformer.configs")
-        if packaged.is_dir():
-            return pathlib.Path(str(packaged))
+        return resources.files("tf_transformer.configs")
     except ModuleNotFoundError:
-        pass
-    checkout = pathlib.Path(__file__).resolve().parent.parent / "configs"
-    return checkout if checkout.is_dir() else None
+        return pathlib.Path(__file__).resolve().parent.parent / "configs"
 
 
 def list_presets() -> list:
     """Names of the presets shipped with the package."""
-    directory = _presets_dir()
-    return sorted(p.stem for p in directory.glob("*.json")) if directory else []
+    folder = _presets()
+    if not folder.is_dir():
+        return []
+    return sorted(entry.name[: -len(".json")] for entry in folder.iterdir() if entry.name.endswith(".json"))
 
 
 def _preset_text(name: str) -> str:
-    return (_presets_dir() / f"{name}.json").read_text()
+    return _presets().joinpath(f"{name}.json").read_text(encoding="utf-8")
