@@ -5,6 +5,8 @@ from tf_transformer.training.metrics import MaskedAccuracy
 from tf_transformer.training.optimizer import make_loss, make_optimizer
 from tf_transformer.training.schedule import WarmupSchedule
 from tf_transformer.training.synthetic import synthetic_task_config, train_synthetic_task
+from tf_transformer.training.train_config import TrainConfig
+from tf_transformer.training.trainer import TrainingDiverged, TrainResult, configure_devices, train
 
 __all__ = [
     "WarmupSchedule",
@@ -14,4 +16,9 @@ __all__ = [
     "make_loss",
     "synthetic_task_config",
     "train_synthetic_task",
+    "TrainConfig",
+    "TrainingDiverged",
+    "TrainResult",
+    "configure_devices",
+    "train",
 ]

@@ -72,3 +72,47 @@ class MaskedAccuracy(keras.metrics.Metric):
 
     def get_config(self):
         return {"pad_id": self.pad_id, "name": self.name, "dtype": self.dtype}
+
+
+@keras.saving.register_keras_serializable(package="tf_transformer")
+class TokenCount(keras.metrics.Metric):
+    """The number of non-padding target tokens seen since the last reset (for tokens/s).
+
+    Args:
+        pad_id: the padding id, not counted.
+        name: the metric name.
+
+    Call arguments (`update_state`):
+        y_true: int target ids `[batch, length]`.
+        y_pred: ignored (any shape).
+
+    Returns:
+        `result()`: a float32 scalar count.
+
+    Example:
+
+    >>> count = TokenCount()
+    >>> count.update_state([[5, 6, 0]], None)
+    >>> float(count.result())
+    2.0
+
+    Reference: the paper reports batches in source + target tokens (section 5.1).
+    """
+
+    def __init__(self, pad_id=0, name="target_tokens", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.pad_id = pad_id
+        self.count = self.add_variable(shape=(), initializer="zeros", dtype="float32", name="count")
+
+    def update_state(self, y_true, y_pred=None, sample_weight=None):
+        tokens = tf.reduce_sum(tf.cast(tf.not_equal(tf.convert_to_tensor(y_true), self.pad_id), tf.float32))
+        self.count.assign_add(tokens)
+
+    def result(self):
+        return tf.identity(self.count)
+
+    def reset_state(self):
+        self.count.assign(0.0)
+
+    def get_config(self):
+        return {"pad_id": self.pad_id, "name": self.name, "dtype": self.dtype}

@@ -1,0 +1,210 @@
+"""Vocabularies: special ids, text round trips, in-graph use (tf.function, tf.data, SavedModel), WordPiece."""
+
+import gzip
+import json
+import pathlib
+import subprocess
+import sys
+import unicodedata
+
+import pytest
+import tensorflow as tf
+
+from tf_transformer.config import TransformerConfig
+from tf_transformer.data import DataConfig, DataError, Tokenizer, build_vocabulary, sample_sentences
+from tf_transformer.data.vocab import WORDPIECE_SPECIAL_TOKENS
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def read_gzip_lines(path, limit=None):
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        return handle.read().splitlines()[:limit]
+
+
+def nmt_nfkc(text):
+    """What SentencePiece's "nmt_nfkc" rule does to Multi30k text: NFKC, whitespace runs made one space."""
+    return " ".join(unicodedata.normalize("NFKC", text).split())
+
+
+def test_special_ids_match_the_transformer_config(tokenizer, spm_dir):
+    config = TransformerConfig()
+    assert (tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id) == (config.pad_id, config.bos_id, config.eos_id)
+    assert tokenizer.tokens()[:4] == ["<pad>", "<s>", "</s>", "<unk>"]
+    assert tokenizer.kind == "sentencepiece" and tokenizer.vocab_size == 1000
+    assert sorted(p.name for p in spm_dir.iterdir()) == ["spm.model", "spm.vocab", "tokenizer.json"]
+    meta = json.loads((spm_dir / "tokenizer.json").read_text())
+    assert meta["type"] == "sentencepiece" and meta["vocab_size"] == 1000
+    assert len((spm_dir / "spm.vocab").read_text().splitlines()) == 1000
+
+
+@pytest.mark.parametrize("lang, changed_by_normalisation", [("en", 0), ("de", 1)])
+def test_round_trip_on_500_validation_sentences(tokenizer, multi30k_dir, lang, changed_by_normalisation):
+    sentences = read_gzip_lines(multi30k_dir / f"val.{lang}.gz", 500)
+    ids = tokenizer.tokenize(sentences)
+    assert isinstance(ids, tf.RaggedTensor) and ids.dtype == tf.int32
+    assert int(tf.reduce_min(ids.flat_values)) > tokenizer.unk_id  # no special and no unknown ids in text
+    back = [text.decode("utf-8") for text in tokenizer.detokenize(ids).numpy()]
+    assert back == [nmt_nfkc(sentence) for sentence in sentences]
+    # Exact except where normalisation changes the text: one German line has a no-break space (U+00A0).
+    assert sum(a != b for a, b in zip(back, sentences, strict=True)) == changed_by_normalisation
+
+
+def test_unseen_characters_round_trip_through_byte_fallback(tokenizer):
+    text = "Ein Ω-förmiger Drache 🐉 über Zürich"
+    ids = tokenizer.tokenize(text)
+    assert ids.shape.rank == 1 and tokenizer.unk_id not in ids.numpy().tolist()
+    assert tokenizer.detokenize(ids).numpy().decode() == text
+
+
+def test_detokenize_drops_padding_and_bos_and_stops_at_eos(tokenizer):
+    ids = tokenizer.tokenize(["A dog runs.", "Two men"]).to_list()
+    rows = [[1] + ids[0] + [2, 0, 0], [1] + ids[1] + [2] + ids[0][:2]]  # junk after EOS is ignored
+    width = max(map(len, rows))
+    padded = tf.constant([row + [0] * (width - len(row)) for row in rows])
+    assert tokenizer.detokenize(padded).numpy().tolist() == [b"A dog runs.", b"Two men"]
+    assert tokenizer.detokenize(tf.ragged.constant(rows)).numpy().tolist() == [b"A dog runs.", b"Two men"]
+
+
+def test_runs_inside_tf_function_and_tf_data(tokenizer):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def round_trip(strings):
+        return tokenizer.detokenize(tokenizer.tokenize(strings).to_tensor())
+
+    assert round_trip(tf.constant(["A dog runs."])).numpy().tolist() == [b"A dog runs."]
+    dataset = tf.data.Dataset.from_tensor_slices(["A dog.", "Ein Hund."]).map(tokenizer.tokenize)
+    assert [ids.tolist() for ids in dataset.as_numpy_iterator()] == tokenizer.tokenize(
+        ["A dog.", "Ein Hund."]
+    ).to_list()
+
+
+def test_saved_model_with_the_tokenizer_inside(tokenizer, tmp_path):
+    module = tf.Module()
+    module.tokenizer = tokenizer
+    module.round_trip = tf.function(
+        lambda strings: tokenizer.detokenize(tokenizer.tokenize(strings)),
+        input_signature=[tf.TensorSpec([None], tf.string)],
+    )
+    tf.saved_model.save(module, str(tmp_path / "saved"))
+    loaded = tf.saved_model.load(str(tmp_path / "saved"))
+    assert loaded.round_trip(tf.constant(["Zwei Hunde spielen."])).numpy().tolist() == [b"Zwei Hunde spielen."]
+
+
+def test_from_directory_without_a_vocabulary_is_a_clear_error(tmp_path):
+    with pytest.raises(DataError, match="no vocabulary .*Fix: build one with tools/build_vocab.py"):
+        Tokenizer.from_directory(tmp_path)
+
+
+def test_sample_sentences_caps_pairs_and_keeps_both_sides():
+    pairs = [(f"s{i}", f"t{i}") for i in range(100)]
+    sample = sample_sentences(pairs, 20, seed=1)
+    assert len(sample) == 20
+    sources, targets = sample[:10], sample[10:]
+    assert [s[1:] for s in sources] == [t[1:] for t in targets]  # aligned halves, corpus order
+    assert sample == sample_sentences(pairs, 20, seed=1) != sample_sentences(pairs, 20, seed=2)
+    assert len(sample_sentences(pairs[:3], 20)) == 6
+
+
+def test_build_vocabulary_from_files_and_reload(tmp_path, multi30k_dir):
+    source = tmp_path / "train.en"
+    target = tmp_path / "train.de"
+    source.write_text("\n".join(read_gzip_lines(multi30k_dir / "train.en.gz", 1000)) + "\n")
+    target.write_text("\n".join(read_gzip_lines(multi30k_dir / "train.de.gz", 1000)) + "\n")
+    config = DataConfig(
+        dataset="files", train_source=str(source), train_target=str(target), vocab_size=500, spm_model_type="bpe"
+    )
+    built = build_vocabulary(config, tmp_path / "vocab")
+    loaded = Tokenizer.from_directory(tmp_path / "vocab")
+    assert built.vocab_size == loaded.vocab_size == 500
+    text = ["Ein Mann fährt Fahrrad.", "A man rides a bike."]
+    assert loaded.tokenize(text).to_list() == built.tokenize(text).to_list()
+    assert json.loads((tmp_path / "vocab" / "tokenizer.json").read_text())["model_type"] == "bpe"
+
+
+def test_too_large_a_vocabulary_is_a_clear_error(tmp_path):
+    from tf_transformer.data import train_sentencepiece
+
+    with pytest.raises(DataError, match="Fix: lower --vocab_size"):
+        train_sentencepiece(["a b c", "d e f"], tmp_path, vocab_size=5000)
+
+
+def test_wordpiece_builds_and_round_trips_up_to_its_word_split(multi30k_dir, tmp_path):
+    from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
+
+    corpus_lines = read_gzip_lines(multi30k_dir / "train.en.gz", 250) + read_gzip_lines(
+        multi30k_dir / "train.de.gz", 250
+    )
+    source, target = tmp_path / "s.txt", tmp_path / "t.txt"
+    source.write_text("\n".join(corpus_lines[:250]) + "\n")
+    target.write_text("\n".join(corpus_lines[250:]) + "\n")
+    config = DataConfig(
+        dataset="files", train_source=str(source), train_target=str(target), vocab_type="wordpiece", vocab_size=300
+    )
+    tokenizer = build_vocabulary(config, tmp_path / "wp", learn_params={"num_iterations": 2, "lower_thresh": 2})
+    assert tokenizer.kind == "wordpiece" and 100 < tokenizer.vocab_size <= 300
+    assert tuple(tokenizer.tokens()[:4]) == WORDPIECE_SPECIAL_TOKENS
+    reloaded = Tokenizer.from_directory(tmp_path / "wp")
+    assert reloaded.kind == "wordpiece" and reloaded.vocab_size == tokenizer.vocab_size
+
+    sentences = corpus_lines[:50] + corpus_lines[250:300]  # seen text: every character is in the vocabulary
+    ids = reloaded.tokenize(sentences)
+    assert ids.dtype == tf.int32 and int(tf.reduce_min(ids.flat_values)) > reloaded.unk_id
+    back = reloaded.detokenize(ids).numpy().tolist()
+    # Case and accents are kept; the text comes back split into BERT words, joined by single spaces.
+    words = BasicTokenizer(lower_case=False, normalization_form="NFKC").tokenize(sentences)
+    expected = tf.strings.reduce_join(words, axis=-1, separator=" ").numpy().tolist()
+    assert back == expected
+    assert back[0] == b"Two young , White males are outside near many bushes ."
+
+
+def test_build_vocab_tool(tmp_path, multi30k_dir):
+    source, target = tmp_path / "s.txt", tmp_path / "t.txt.gz"
+    source.write_text("\n".join(read_gzip_lines(multi30k_dir / "val.en.gz")) + "\n")
+    target.write_bytes((multi30k_dir / "val.de.gz").read_bytes())
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tools" / "build_vocab.py"),
+            "--dataset=files",
+            f"--train_source={source}",
+            f"--train_target={target}",
+            "--vocab_size=400",
+            f"--output_dir={tmp_path / 'vocab'}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"400 tokens, in {tmp_path / 'vocab'}" in result.stdout
+    assert Tokenizer.from_directory(tmp_path / "vocab").vocab_size == 400
+    assert DataConfig.from_json(tmp_path / "vocab" / "data_config.json").train_source == str(source)
+
+    failed = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tools" / "build_vocab.py"),
+            "--dataset=files",
+            f"--train_source={source}",
+            f"--train_target={tmp_path / 'missing.de'}",
+            f"--output_dir={tmp_path / 'v2'}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert failed.returncode == 1 and "missing.de: no such file" in failed.stderr
+
+
+def test_a_sentencepiece_model_with_other_special_ids_is_refused(tmp_path):
+    import io
+
+    import sentencepiece
+
+    model = io.BytesIO()
+    sentences = ["a dog runs", "two dogs run", "a cat sleeps"] * 10
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences), model_writer=model, vocab_size=20, minloglevel=2
+    )  # SentencePiece's defaults: unk 0, bos 1, eos 2, no padding
+    with pytest.raises(DataError, match=r"uses pad/bos/eos/unk ids \(-1, 1, 2, 0\).*Fix: train it with"):
+        Tokenizer.from_sentencepiece(model.getvalue())

@@ -1,0 +1,421 @@
+"""Subword vocabularies: a joint SentencePiece model (the default) or WordPiece, run in-graph by tensorflow-text.
+
+Both reserve the ids `TransformerConfig` expects: 0 padding, 1 start of sequence (BOS), 2 end of sequence
+(EOS), 3 unknown. A vocabulary lives in a folder: `spm.model` + `spm.vocab` (SentencePiece) or
+`wordpiece.vocab` (WordPiece), and `tokenizer.json` saying which, written last so a folder that has it is
+complete. `Tokenizer.from_directory` loads either.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import random
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
+
+import tensorflow as tf
+
+from tf_transformer.data.config import DataConfig
+from tf_transformer.data.errors import DataError
+
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+SENTENCEPIECE_SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
+WORDPIECE_SPECIAL_TOKENS = ("[PAD]", "[BOS]", "[EOS]", "[UNK]")
+SENTENCEPIECE_MODEL = "spm.model"
+SENTENCEPIECE_VOCAB = "spm.vocab"
+WORDPIECE_VOCAB = "wordpiece.vocab"
+TOKENIZER_JSON = "tokenizer.json"
+
+PathLike = Union[str, os.PathLike]
+
+
+class Tokenizer(tf.Module):
+    """Text <-> subword ids with tensorflow-text ops, so it runs in tf.data, `tf.function` and a SavedModel.
+
+    Ids 0, 1, 2, 3 are padding, BOS, EOS and unknown. `tokenize` adds no BOS or EOS: the pipeline adds them.
+
+    SentencePiece (`from_sentencepiece`): `tensorflow_text.SentencepieceTokenizer` on the model's bytes,
+    deterministic (no sampling). Detokenizing gives back the text as the model normalised it (see
+    `train_sentencepiece`; for the default "nmt_nfkc" rule: NFKC, and runs of spaces made one).
+
+    WordPiece (`from_wordpiece`): `tensorflow_text.BertTokenizer`, which first splits text into words at
+    whitespace and punctuation (and, with `lower_case`, lowercases and strips accents), then into word
+    pieces. Detokenizing joins the words with single spaces, so "a dog." comes back as "a dog ." — the
+    round trip is exact up to that word split.
+
+    Example:
+        tokenizer = Tokenizer.from_directory("vocab/")
+        ids = tokenizer.tokenize(["A dog runs.", "Ein Hund rennt."])   # tf.RaggedTensor int32 [2, (tokens)]
+        tokenizer.detokenize(ids)                                      # tf.string [2]
+
+    Attributes:
+        kind: "sentencepiece" or "wordpiece".
+        vocab_size: the number of ids, special tokens included (a Python int).
+        pad_id, bos_id, eos_id, unk_id: 0, 1, 2, 3.
+    """
+
+    pad_id, bos_id, eos_id, unk_id = PAD_ID, BOS_ID, EOS_ID, UNK_ID
+
+    def __init__(self, kind: str, tokenizer, vocab_size: int, options: Optional[dict] = None, name=None):
+        """Use `from_sentencepiece`, `from_wordpiece` or `from_directory`."""
+        super().__init__(name=name or f"{kind}_tokenizer")
+        self.kind = kind
+        self.vocab_size = int(vocab_size)
+        self._tokenizer = tokenizer
+        self._options = dict(options or {})
+
+    # ----------------------------------------------------------------------------------------- constructors
+
+    @classmethod
+    def from_sentencepiece(cls, model: Union[bytes, PathLike]) -> "Tokenizer":
+        """A tokenizer from a SentencePiece model (its bytes or its file).
+
+        Raises:
+            DataError: the model's special ids are not pad 0, BOS 1, EOS 2, unknown 3.
+        """
+        import sentencepiece
+        import tensorflow_text as text
+
+        if not isinstance(model, bytes):
+            model = pathlib.Path(model).read_bytes()
+        processor = sentencepiece.SentencePieceProcessor(model_proto=model)
+        ids = (processor.pad_id(), processor.bos_id(), processor.eos_id(), processor.unk_id())
+        if ids != (PAD_ID, BOS_ID, EOS_ID, UNK_ID):
+            raise DataError(
+                f"the SentencePiece model uses pad/bos/eos/unk ids {ids}, but tf_transformer needs (0, 1, 2, 3). "
+                "Fix: train it with tools/build_vocab.py (or pad_id=0 bos_id=1 eos_id=2 unk_id=3)."
+            )
+        tokenizer = text.SentencepieceTokenizer(model=model, out_type=tf.int32, add_bos=False, add_eos=False)
+        return cls("sentencepiece", tokenizer, processor.get_piece_size(), {"model": model})
+
+    @classmethod
+    def from_wordpiece(
+        cls, vocab: Union[Sequence[str], PathLike], lower_case: bool = False, normalization_form: Optional[str] = "NFKC"
+    ) -> "Tokenizer":
+        """A tokenizer from a WordPiece vocabulary (a list of tokens or a file with one a line).
+
+        `lower_case` and `normalization_form` must be those the vocabulary was learned with.
+
+        Raises:
+            DataError: the first four tokens are not [PAD] [BOS] [EOS] [UNK].
+        """
+        import tensorflow_text as text
+
+        if isinstance(vocab, (str, os.PathLike)):
+            vocab = pathlib.Path(vocab).read_text(encoding="utf-8").split("\n")
+            vocab = vocab[:-1] if vocab and vocab[-1] == "" else vocab
+        vocab = list(vocab)
+        if tuple(vocab[:4]) != WORDPIECE_SPECIAL_TOKENS:
+            raise DataError(
+                f"the WordPiece vocabulary starts with {vocab[:4]}, but ids 0..3 must be {WORDPIECE_SPECIAL_TOKENS}. "
+                "Fix: build it with tools/build_vocab.py --vocab_type=wordpiece."
+            )
+        table = tf.lookup.StaticVocabularyTable(
+            tf.lookup.KeyValueTensorInitializer(vocab, tf.range(len(vocab), dtype=tf.int64)), num_oov_buckets=1
+        )
+        tokenizer = text.BertTokenizer(
+            table,
+            token_out_type=tf.int64,
+            unknown_token=WORDPIECE_SPECIAL_TOKENS[UNK_ID],
+            lower_case=lower_case,
+            normalization_form=None if lower_case else normalization_form,
+        )
+        options = {"vocab": tuple(vocab), "lower_case": lower_case, "normalization_form": normalization_form}
+        return cls("wordpiece", tokenizer, len(vocab), options)
+
+    @classmethod
+    def from_directory(cls, path: PathLike) -> "Tokenizer":
+        """Loads the vocabulary that `save` (or `build_vocabulary`) wrote into `path`.
+
+        Raises:
+            DataError: the folder holds no vocabulary.
+        """
+        path = pathlib.Path(path)
+        meta_path = path / TOKENIZER_JSON
+        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+        kind = meta.get("type") or (
+            "sentencepiece"
+            if (path / SENTENCEPIECE_MODEL).is_file()
+            else "wordpiece"
+            if (path / WORDPIECE_VOCAB).is_file()
+            else None
+        )
+        if kind == "sentencepiece":
+            return cls.from_sentencepiece(path / SENTENCEPIECE_MODEL)
+        if kind == "wordpiece":
+            return cls.from_wordpiece(
+                path / WORDPIECE_VOCAB,
+                lower_case=meta.get("lower_case", False),
+                normalization_form=meta.get("normalization_form", "NFKC"),
+            )
+        raise DataError(
+            f"{path}: no vocabulary ({SENTENCEPIECE_MODEL} or {WORDPIECE_VOCAB}). Fix: build one with "
+            f"tools/build_vocab.py --output_dir={path}."
+        )
+
+    def save(self, directory: PathLike, extra: Optional[dict] = None) -> pathlib.Path:
+        """Writes the vocabulary files and `tokenizer.json` (with `extra` facts) into `directory`, atomically."""
+        directory = pathlib.Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        meta = {"type": self.kind, "vocab_size": self.vocab_size}
+        if self.kind == "sentencepiece":
+            import sentencepiece
+
+            model = self._options["model"]
+            processor = sentencepiece.SentencePieceProcessor(model_proto=model)
+            pieces = (f"{processor.id_to_piece(i)}\t{processor.get_score(i):g}\n" for i in range(self.vocab_size))
+            _write_atomically(directory / SENTENCEPIECE_MODEL, model)
+            _write_atomically(directory / SENTENCEPIECE_VOCAB, "".join(pieces).encode("utf-8"))
+            meta["model_file"] = SENTENCEPIECE_MODEL
+        else:
+            vocab = self._options["vocab"]
+            _write_atomically(directory / WORDPIECE_VOCAB, "".join(f"{token}\n" for token in vocab).encode("utf-8"))
+            meta.update(
+                vocab_file=WORDPIECE_VOCAB,
+                lower_case=self._options["lower_case"],
+                normalization_form=self._options["normalization_form"],
+            )
+        meta["special_tokens"] = list(self.special_tokens)
+        meta.update(extra or {})
+        _write_atomically(directory / TOKENIZER_JSON, (json.dumps(meta, indent=2) + "\n").encode("utf-8"))
+        return directory
+
+    # ----------------------------------------------------------------------------------------- the ops
+
+    @property
+    def special_tokens(self) -> Tuple[str, str, str, str]:
+        """The tokens of ids 0..3 (padding, BOS, EOS, unknown)."""
+        return SENTENCEPIECE_SPECIAL_TOKENS if self.kind == "sentencepiece" else WORDPIECE_SPECIAL_TOKENS
+
+    def tokenize(self, strings) -> Union[tf.RaggedTensor, tf.Tensor]:
+        """Subword ids of UTF-8 strings, without BOS or EOS.
+
+        Args:
+            strings: a string or a 1-D batch (Python str, list or `tf.string` tensor).
+
+        Returns:
+            int32: a `tf.RaggedTensor` [batch, (tokens)] for a batch; a 1-D `tf.Tensor` [tokens] for one string.
+        """
+        strings = tf.convert_to_tensor(strings, dtype=tf.string)
+        if strings.shape.rank == 0:
+            return self._tokenize_batch(strings[tf.newaxis])[0]
+        if strings.shape.rank != 1:
+            raise ValueError(f"tokenize: expected a string or a 1-D batch of strings, got shape {strings.shape}.")
+        return self._tokenize_batch(strings)
+
+    def _tokenize_batch(self, strings: tf.Tensor) -> tf.RaggedTensor:
+        if self.kind == "sentencepiece":
+            return self._tokenizer.tokenize(strings)
+        # BertTokenizer gives [batch, (words), (pieces)]; the model wants one sequence per string.
+        return tf.cast(self._tokenizer.tokenize(strings).merge_dims(1, 2), tf.int32)
+
+    def detokenize(self, ids) -> tf.Tensor:
+        """Text of id sequences; ids 0 (padding) and 1 (BOS) are skipped, and an EOS (2) ends the text.
+
+        Args:
+            ids: int ids, 1-D [tokens], 2-D [batch, tokens] (0-padded) or a `tf.RaggedTensor` [batch, (tokens)].
+
+        Returns:
+            tf.string: a scalar for 1-D input, else [batch].
+        """
+        if isinstance(ids, tf.RaggedTensor):
+            return self._detokenize_batch(tf.cast(ids, tf.int32))
+        ids = tf.cast(tf.convert_to_tensor(ids), tf.int32)
+        if ids.shape.rank == 1:
+            return self._detokenize_batch(tf.RaggedTensor.from_tensor(ids[tf.newaxis]))[0]
+        if ids.shape.rank != 2:
+            raise ValueError(f"detokenize: expected 1-D or 2-D ids, got shape {ids.shape}.")
+        return self._detokenize_batch(tf.RaggedTensor.from_tensor(ids))
+
+    def _detokenize_batch(self, ids: tf.RaggedTensor) -> tf.Tensor:
+        dense = ids.to_tensor(default_value=PAD_ID)
+        before_eos = tf.cumsum(tf.cast(tf.equal(dense, EOS_ID), tf.int32), axis=1) == 0
+        keep = before_eos & tf.not_equal(dense, PAD_ID) & tf.not_equal(dense, BOS_ID)
+        kept = tf.ragged.boolean_mask(ids, tf.RaggedTensor.from_tensor(keep, lengths=ids.row_lengths()))
+        if self.kind == "sentencepiece":
+            return self._tokenizer.detokenize(kept)
+        words = self._tokenizer.detokenize(tf.cast(kept, tf.int64))
+        return tf.strings.reduce_join(words, axis=-1, separator=" ")
+
+    def tokens(self) -> List[str]:
+        """The vocabulary: token i is the text of id i."""
+        if self.kind == "wordpiece":
+            return list(self._options["vocab"])
+        import sentencepiece
+
+        processor = sentencepiece.SentencePieceProcessor(model_proto=self._options["model"])
+        return [processor.id_to_piece(i) for i in range(self.vocab_size)]
+
+
+# --------------------------------------------------------------------------------------------- training
+
+
+def train_sentencepiece(
+    sentences: Iterable[str],
+    output_dir: PathLike,
+    vocab_size: int,
+    model_type: str = "unigram",
+    *,
+    normalization: str = "nmt_nfkc",
+    character_coverage: float = 1.0,
+    byte_fallback: bool = True,
+    seed: Optional[int] = None,
+    num_threads: Optional[int] = None,
+    extra: Optional[dict] = None,
+) -> Tokenizer:
+    """Trains a SentencePiece model on `sentences`, writes it to `output_dir` (atomically) and loads it.
+
+    The model has ids pad 0, BOS 1, EOS 2, unknown 3. Defaults and why:
+    - normalization "nmt_nfkc" (SentencePiece's default): NFKC (e.g. U+00A0 no-break space -> space) and
+      runs of whitespace collapsed, so detokenize(tokenize(s)) == s for text already in that form
+      (all but one of Multi30k's 2,028 validation sentences; "identity" keeps the text as is except spaces).
+    - character_coverage 1.0: every character seen is a piece, right for alphabets (use 0.9995 for CJK).
+    - byte_fallback: a character never seen becomes its UTF-8 bytes instead of <unk>, so any text round-trips.
+
+    Raises:
+        DataError: SentencePiece refused the input, e.g. a vocab_size too large for the data.
+    """
+    import sentencepiece
+
+    if seed is not None:
+        sentencepiece.set_random_generator_seed(seed)
+    sentences = list(sentences)
+    if not sentences:
+        raise DataError("no sentences to train the vocabulary on. Fix: check that the training files are not empty.")
+    model = _BytesSink()
+    try:
+        sentencepiece.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences),
+            model_writer=model,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            pad_id=PAD_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            unk_id=UNK_ID,
+            normalization_rule_name=normalization,
+            character_coverage=character_coverage,
+            byte_fallback=byte_fallback,
+            num_threads=num_threads or os.cpu_count() or 1,
+            max_sentence_length=1 << 14,
+            minloglevel=2,
+        )
+    except RuntimeError as error:
+        raise DataError(
+            f"SentencePiece could not train a {vocab_size}-token {model_type} model on {len(sentences)} sentences "
+            f"({error}). Fix: lower --vocab_size (or give it more text)."
+        ) from None
+    tokenizer = Tokenizer.from_sentencepiece(model.getvalue())
+    options = {"model_type": model_type, "normalization": normalization, "character_coverage": character_coverage}
+    tokenizer.save(
+        output_dir, {**options, "byte_fallback": byte_fallback, "sentences": len(sentences), **(extra or {})}
+    )
+    return tokenizer
+
+
+def train_wordpiece(
+    sentences: Iterable[str],
+    output_dir: PathLike,
+    vocab_size: int,
+    *,
+    lower_case: bool = False,
+    normalization_form: Optional[str] = "NFKC",
+    learn_params: Optional[dict] = None,
+    extra: Optional[dict] = None,
+) -> Tokenizer:
+    """Learns a WordPiece vocabulary with `tensorflow_text`'s `bert_vocab_from_dataset`, writes and loads it.
+
+    The vocabulary starts [PAD] [BOS] [EOS] [UNK] (ids 0..3). Its size is at most `vocab_size` and can be far
+    smaller on little data (the learner stops at a minimum word-piece count). Case and accents are kept
+    unless `lower_case` (which also strips accents, losing e.g. German umlauts); text is NFKC-normalised.
+    The learner is pure Python and slow (about 4 minutes for Multi30k en+de at 8000): `learn_params`
+    (e.g. {"num_iterations": 2}) are passed to `wordpiece_tokenizer_learner_lib.learn`.
+
+    Raises:
+        DataError: no sentences.
+    """
+    from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
+
+    sentences = list(sentences)
+    if not sentences:
+        raise DataError("no sentences to train the vocabulary on. Fix: check that the training files are not empty.")
+    params = {"lower_case": lower_case, "normalization_form": None if lower_case else normalization_form}
+    dataset = tf.data.Dataset.from_tensor_slices(tf.constant(sentences, tf.string)).batch(1024)
+    vocab = bert_vocab_from_dataset.bert_vocab_from_dataset(
+        dataset, vocab_size, list(WORDPIECE_SPECIAL_TOKENS), bert_tokenizer_params=params, learn_params=learn_params
+    )
+    tokenizer = Tokenizer.from_wordpiece(vocab, lower_case=lower_case, normalization_form=normalization_form)
+    tokenizer.save(output_dir, {"requested_vocab_size": vocab_size, "sentences": len(sentences), **(extra or {})})
+    return tokenizer
+
+
+def sample_sentences(pairs: Iterable[Tuple[str, str]], max_sentences: int, seed: int = 0) -> List[str]:
+    """Both sides of at most max_sentences // 2 pairs (at least 1), uniformly sampled (reservoir) with `seed`.
+
+    Returns the sources of the kept pairs in corpus order, then their targets: a joint vocabulary sees both
+    languages equally.
+    """
+    capacity = max(1, max_sentences // 2)
+    rng = random.Random(seed)
+    reservoir: List[Tuple[int, Tuple[str, str]]] = []
+    for index, pair in enumerate(pairs):
+        if index < capacity:
+            reservoir.append((index, pair))
+        else:
+            slot = rng.randrange(index + 1)
+            if slot < capacity:
+                reservoir[slot] = (index, pair)
+    reservoir.sort(key=lambda item: item[0])
+    return [pair[0] for _, pair in reservoir] + [pair[1] for _, pair in reservoir]
+
+
+def build_vocabulary(
+    data_config: DataConfig, output_dir: PathLike, *, corpus=None, learn_params: Optional[dict] = None
+) -> Tokenizer:
+    """Builds the vocabulary `data_config` describes from its training pairs into `output_dir`; returns it.
+
+    Samples up to `vocab_max_sentences` sentences of the training split (both sides; seed `seed` or 0) and
+    trains a joint SentencePiece model (`vocab_type` "sentencepiece", `spm_model_type`) or a WordPiece
+    vocabulary ("wordpiece"), `vocab_size` tokens. The files are written atomically; load them again with
+    `Tokenizer.from_directory(output_dir)`.
+
+    Args:
+        data_config: the data.
+        output_dir: created if missing.
+        corpus: the training `ParallelCorpus`, if already opened; default `open_corpus(data_config, "train")`.
+        learn_params: WordPiece learner options (see `train_wordpiece`).
+
+    Raises:
+        DataError: unreadable training data or a vocabulary that cannot be trained.
+    """
+    from tf_transformer.data.corpus import open_corpus
+
+    corpus = corpus or open_corpus(data_config, "train")
+    seed = data_config.seed if data_config.seed is not None else 0
+    sentences = sample_sentences(corpus.pairs(), data_config.vocab_max_sentences, seed)
+    extra = {"corpus": corpus.description}
+    if data_config.vocab_type == "wordpiece":
+        return train_wordpiece(sentences, output_dir, data_config.vocab_size, learn_params=learn_params, extra=extra)
+    return train_sentencepiece(
+        sentences, output_dir, data_config.vocab_size, data_config.spm_model_type, seed=seed, extra=extra
+    )
+
+
+class _BytesSink:
+    """What SentencePiece's `model_writer` needs: a `write(bytes)`."""
+
+    def __init__(self):
+        self._parts = []
+
+    def write(self, data: bytes):
+        self._parts.append(data)
+
+    def getvalue(self) -> bytes:
+        return b"".join(self._parts)
+
+
+def _write_atomically(path: pathlib.Path, data: bytes):
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_bytes(data)
+    os.replace(temporary, path)

@@ -1,0 +1,244 @@
+"""The training run behind `tools/train.py`: data, vocabulary, strategy, `model.fit`, checkpoints, resume."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import pathlib
+import sys
+from typing import Optional
+
+import keras
+import tensorflow as tf
+
+from tf_transformer import data as data_lib
+from tf_transformer.config import ConfigError, TransformerConfig
+from tf_transformer.data.vocab import TOKENIZER_JSON
+from tf_transformer.files import write_text_atomically
+from tf_transformer.models import Transformer
+from tf_transformer.training.callbacks import CheckpointEveryEpoch, StopAtStep, TrainingMonitor
+from tf_transformer.training.losses import MaskedCrossEntropy
+from tf_transformer.training.metrics import MaskedAccuracy, TokenCount
+from tf_transformer.training.optimizer import make_optimizer
+from tf_transformer.training.train_config import TrainConfig
+
+logger = logging.getLogger("tf_transformer")
+
+CONFIG_FILE = "config.json"
+DATA_CONFIG_FILE = "data_config.json"
+TRAIN_CONFIG_FILE = "train_config.json"
+DATA_REPORT_FILE = "data_report.json"
+VOCAB_DIR = "vocab"
+CHECKPOINT_DIR = "checkpoints"
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite; the last good checkpoint is kept."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+    """What a call to `train` did: "completed", or "already_complete" when nothing was left to do."""
+
+    status: str
+    step: int
+    start_step: int
+    checkpoint: Optional[str]
+    history: dict
+
+
+def configure_devices(num_cpu_devices: int) -> None:
+    """Splits the CPU into `num_cpu_devices` logical devices; must run before TensorFlow starts its devices."""
+    if num_cpu_devices <= 0:
+        return
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    wanted = [tf.config.LogicalDeviceConfiguration()] * num_cpu_devices
+    current = tf.config.get_logical_device_configuration(cpu)
+    if current is not None and len(current) == num_cpu_devices:
+        return
+    try:
+        tf.config.set_logical_device_configuration(cpu, wanted)
+    except RuntimeError as error:
+        raise RuntimeError(
+            f"num_cpu_devices={num_cpu_devices}: TensorFlow already started its devices, so the CPU can no longer be "
+            "split. Fix: call configure_devices (or train) before running any TensorFlow op in this process."
+        ) from error
+
+
+def make_strategy(train_config: TrainConfig) -> tf.distribute.Strategy:
+    """The `tf.distribute` strategy named by `train_config.strategy` (see `TrainConfig`)."""
+    gpus = tf.config.list_logical_devices("GPU")
+    cpus = tf.config.list_logical_devices("CPU")
+    name = train_config.strategy
+    if name == "auto":
+        name = "mirrored" if len(gpus) > 1 or (not gpus and len(cpus) > 1) else "one_device"
+    if name == "one_device":
+        return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else cpus[0].name)
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy([device.name for device in (gpus or cpus)])
+    if name == "tpu":
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver()
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    raise ConfigError(
+        f"strategy: {name!r} is not supported by the model.fit training loop. "
+        "Fix: use auto, one_device, mirrored or tpu."
+    )
+
+
+def _check_same_run(model_dir: pathlib.Path, file_name: str, expected: dict, ignore=()) -> None:
+    """A model directory holds one run: a restart must use the settings it was started with."""
+    path = model_dir / file_name
+    if not path.is_file():
+        return
+    saved = json.loads(path.read_text())
+    changed = sorted(
+        key for key in set(saved) | set(expected) if key not in ignore and saved.get(key) != expected.get(key)
+    )
+    if changed:
+        details = ", ".join(f"{key}: {saved.get(key)!r} -> {expected.get(key)!r}" for key in changed)
+        raise ConfigError(
+            f"{model_dir} holds a run with different settings in {file_name} ({details}). Fix: use a new "
+            "--model_dir, or resume with the settings the run started with."
+        )
+
+
+def _open_optional(data_config, split: str):
+    """The split's corpus, or None when the data has no such split (files given without --valid_*)."""
+    if data_config.dataset == "files" and getattr(data_config, f"{split}_source") is None:
+        return None
+    return data_lib.open_corpus(data_config, split)
+
+
+def _restore(checkpoint: tf.train.Checkpoint, manager: tf.train.CheckpointManager) -> int:
+    if manager.latest_checkpoint:
+        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        logger.info("Resumed from %s", manager.latest_checkpoint)
+    return int(checkpoint.optimizer.iterations.numpy())
+
+
+def train(model_config: TransformerConfig, data_config, train_config: TrainConfig) -> TrainResult:
+    """Trains (or resumes training) a `Transformer` as `train_config` says; the one entry of `tools/train.py`.
+
+    Order matters for "nothing is lost and nothing looks valid by mistake": the data is read and checked,
+    and the vocabulary built, before anything but the vocabulary is written to `model_dir`; the resolved
+    configs are written before the first checkpoint; checkpoints are TensorFlow's (atomic index update).
+
+    Args:
+        model_config: the model; its vocabulary size is replaced by the subword vocabulary's.
+        data_config: a `tf_transformer.data.DataConfig`.
+        train_config: steps, checkpoints, devices, precision.
+
+    Returns:
+        A `TrainResult`.
+
+    Raises:
+        ConfigError: bad or inconsistent settings (e.g. a model_dir started with other settings).
+        tf_transformer.data.DataError: missing, empty, undecodable or misaligned data.
+        TrainingDiverged: the loss became NaN; the last good checkpoint is kept.
+    """
+    configure_devices(train_config.num_cpu_devices)
+    keras.config.set_dtype_policy(train_config.mixed_precision)
+    if train_config.seed is not None:
+        keras.utils.set_random_seed(train_config.seed)
+    if train_config.deterministic:
+        tf.config.experimental.enable_op_determinism()
+
+    model_dir = pathlib.Path(train_config.model_dir)
+    _check_same_run(model_dir, DATA_CONFIG_FILE, data_config.to_dict())
+    _check_same_run(model_dir, CONFIG_FILE, model_config.to_dict(), ignore=("vocab_size", "target_vocab_size"))
+
+    if data_config.max_length > model_config.max_length:
+        raise ConfigError(
+            f"max_length: the data allows {data_config.max_length} tokens a side but the model only "
+            f"{model_config.max_length}. Fix: lower --max_length or raise the model's max_length (--override)."
+        )
+    # Opening a corpus reads and checks its files: bad data fails here, before anything is written.
+    train_corpus = data_lib.open_corpus(data_config, "train", training=True)
+    valid_corpus = _open_optional(data_config, "valid")
+    vocab_dir = model_dir / VOCAB_DIR
+    if (vocab_dir / TOKENIZER_JSON).is_file():  # written last: the vocabulary is complete
+        tokenizer = data_lib.Tokenizer.from_directory(vocab_dir)
+    else:
+        tokenizer = data_lib.build_vocabulary(data_config, vocab_dir, corpus=train_corpus)
+    report = data_lib.scan_lengths(data_config, tokenizer, "train", corpus=train_corpus)
+    logger.info("%s", report.summary())
+    resolved = model_config.replace(vocab_size=tokenizer.vocab_size, target_vocab_size=None)
+
+    strategy = make_strategy(train_config)
+    train_dataset = data_lib.make_dataset(data_config, tokenizer, "train", training=True, corpus=train_corpus)
+    valid_dataset = None
+    if valid_corpus is not None:
+        valid_report = data_lib.scan_lengths(data_config, tokenizer, "valid", corpus=valid_corpus)
+        valid_dataset = data_lib.make_dataset(data_config, tokenizer, "valid", training=False, corpus=valid_corpus)
+        # A known length lets Keras run validation to the end without a "ran out of data" warning.
+        valid_dataset = valid_dataset.apply(tf.data.experimental.assert_cardinality(valid_report.num_batches))
+        if train_config.validation_batches:
+            valid_dataset = valid_dataset.take(train_config.validation_batches)
+
+    with strategy.scope():
+        model = Transformer(resolved)
+        optimizer = make_optimizer(resolved)
+        model.compile(
+            optimizer=optimizer,
+            loss=MaskedCrossEntropy(resolved.label_smoothing, resolved.pad_id),
+            metrics=[MaskedAccuracy(resolved.pad_id), TokenCount(resolved.pad_id)],
+            jit_compile=train_config.jit_compile,
+        )
+        model.build()
+        optimizer.build(model.trainable_variables)  # so a restore finds the moments to fill
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    manager = tf.train.CheckpointManager(
+        checkpoint, str(model_dir / CHECKPOINT_DIR), max_to_keep=train_config.keep_checkpoints
+    )
+    start_step = _restore(checkpoint, manager)
+
+    resolved.to_json(model_dir / CONFIG_FILE)
+    write_text_atomically(model_dir / DATA_CONFIG_FILE, json.dumps(data_config.to_dict(), indent=2) + "\n")
+    train_config.to_json(model_dir / TRAIN_CONFIG_FILE)
+    write_text_atomically(model_dir / DATA_REPORT_FILE, json.dumps(report.to_dict(), indent=2) + "\n")
+
+    if start_step >= train_config.train_steps:
+        logger.info("Already trained %d of %d steps: nothing to do.", start_step, train_config.train_steps)
+        return TrainResult("already_complete", start_step, start_step, manager.latest_checkpoint, {})
+
+    step = optimizer.iterations
+    every = train_config.checkpoint_every
+    callbacks = [
+        keras.callbacks.TerminateOnNaN(raise_error=True),  # first: nothing else runs after a NaN batch
+        StopAtStep(train_config.train_steps, step),
+        CheckpointEveryEpoch(manager, step),
+        keras.callbacks.TensorBoard(str(model_dir / "logs"), update_freq=train_config.log_every),
+        TrainingMonitor(str(model_dir / "logs" / "train"), train_config.log_every, step),
+    ]
+    logger.info(
+        "Training from step %d to %d on %d replica(s).",
+        start_step,
+        train_config.train_steps,
+        strategy.num_replicas_in_sync,
+    )
+    try:
+        history = model.fit(
+            train_dataset,
+            epochs=math.ceil(train_config.train_steps / every),
+            initial_epoch=start_step // every,
+            steps_per_epoch=every,
+            validation_data=valid_dataset,
+            callbacks=callbacks,
+            shuffle=False,  # the pipeline shuffles
+            verbose=1 if sys.stdout.isatty() else 2,
+        )
+    except RuntimeError as error:
+        if "NaN" not in str(error) and "Inf" not in str(error):
+            raise
+        raise TrainingDiverged(
+            f"the training loss became NaN or infinite near step {int(step.numpy())}; the last good checkpoint "
+            f"({manager.latest_checkpoint or 'none yet'}) is kept. Fix: lower learning_rate_scale, raise "
+            "warmup_steps, or prefer mixed_bfloat16 to mixed_float16."
+        ) from None
+    final_step = int(step.numpy())
+    logger.info("Stopped at step %d; latest checkpoint %s", final_step, manager.latest_checkpoint)
+    return TrainResult("completed", final_step, start_step, manager.latest_checkpoint, history.history)
