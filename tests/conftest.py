@@ -1,5 +1,42 @@
-"""Shared pytest setup: quiet TensorFlow's C++ logging before any test imports it."""
+"""Shared pytest setup: quiet TensorFlow's C++ logging before any test imports it; the Multi30k data."""
 
+import gzip
 import os
+import pathlib
+
+import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def multi30k_path() -> pathlib.Path:
+    """The Multi30k folder: $MULTI30K_DIR, else ../shared/data/multi30k beside the repository."""
+    return pathlib.Path(os.environ.get("MULTI30K_DIR", ROOT.parent / "shared" / "data" / "multi30k"))
+
+
+@pytest.fixture(scope="session")
+def multi30k_dir():
+    path = multi30k_path()
+    if not (path / "train.en.gz").is_file():
+        message = f"Multi30k not found at {path}; set MULTI30K_DIR to the folder with train.en.gz"
+        if os.environ.get("CI"):
+            pytest.fail(message)  # CI always has the data: a skip there would hide a failure
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture(scope="session")
+def small_corpus(multi30k_dir, tmp_path_factory):
+    """The first 2000 Multi30k en-de training pairs and 100 validation pairs as plain text files."""
+    folder = tmp_path_factory.mktemp("corpus")
+    files = {}
+    for split, name, count in (("train", "train", 2000), ("valid", "val", 100)):
+        for lang in ("en", "de"):
+            with gzip.open(multi30k_dir / f"{name}.{lang}.gz", "rt", encoding="utf-8") as handle:
+                lines = handle.read().splitlines()[:count]
+            path = folder / f"{split}.{lang}"
+            path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+            files[f"{split}_{lang}"] = path
+    return files

@@ -34,6 +34,7 @@ _TFDS_OFFLINE = flags.DEFINE_bool("tfds_offline", None, "Read only prepared TFDS
 _VOCAB_TYPE = flags.DEFINE_enum("vocab_type", None, ["sentencepiece", "wordpiece"], "Subword vocabulary type.")
 _VOCAB_SIZE = flags.DEFINE_integer("vocab_size", None, "Subword vocabulary size.")
 _BATCH_TOKENS = flags.DEFINE_integer("batch_tokens", None, "Source + target tokens per batch (paper: 25000).")
+_BATCH_MULTIPLE = flags.DEFINE_integer("batch_multiple", None, "Batches hold a multiple of this many pairs.")
 _MAX_LENGTH = flags.DEFINE_integer("max_length", None, "Most tokens per side of a training pair.")
 _LONG_PAIRS = flags.DEFINE_enum("long_pairs", None, ["drop", "truncate"], "What to do with longer pairs.")
 _SHUFFLE_BUFFER = flags.DEFINE_integer("shuffle_buffer", None, "Pairs in the shuffle buffer.")
@@ -60,8 +61,8 @@ _DATA_FLAGS = {
     "valid_source": _VALID_SOURCE, "valid_target": _VALID_TARGET, "source_lang": _SOURCE_LANG,
     "target_lang": _TARGET_LANG, "data_dir": _DATA_DIR, "cache_dir": _CACHE_DIR, "tfds_data_dir": _TFDS_DATA_DIR,
     "tfds_offline": _TFDS_OFFLINE, "vocab_type": _VOCAB_TYPE, "vocab_size": _VOCAB_SIZE,
-    "batch_tokens": _BATCH_TOKENS, "max_length": _MAX_LENGTH, "long_pairs": _LONG_PAIRS,
-    "shuffle_buffer": _SHUFFLE_BUFFER,
+    "batch_tokens": _BATCH_TOKENS, "batch_multiple": _BATCH_MULTIPLE, "max_length": _MAX_LENGTH,
+    "long_pairs": _LONG_PAIRS, "shuffle_buffer": _SHUFFLE_BUFFER,
 }  # fmt: skip
 
 

@@ -1,32 +1,13 @@
-"""Shared fixtures of the data tests: the Multi30k copy and one small SentencePiece model per session."""
+"""Shared fixtures of the data tests: one small SentencePiece model per session."""
 
 import gzip
-import os
-import pathlib
 
 import pytest
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def multi30k_path() -> pathlib.Path:
-    """The Multi30k folder: $MULTI30K_DIR, else ../shared/data/multi30k beside the repository."""
-    return pathlib.Path(os.environ.get("MULTI30K_DIR", ROOT.parent / "shared" / "data" / "multi30k"))
 
 
 def read_gzip_lines(path, limit=None):
     with gzip.open(path, "rt", encoding="utf-8") as handle:
-        lines = handle.read().split("\n")
-    lines = lines[:-1] if lines and lines[-1] == "" else lines
-    return lines[:limit] if limit else lines
-
-
-@pytest.fixture(scope="session")
-def multi30k_dir():
-    path = multi30k_path()
-    if not (path / "train.en.gz").is_file():
-        pytest.skip(f"Multi30k not found at {path}; set MULTI30K_DIR to the folder with train.en.gz")
-    return path
+        return handle.read().splitlines()[:limit]
 
 
 @pytest.fixture(scope="session")

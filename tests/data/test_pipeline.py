@@ -158,3 +158,14 @@ def test_a_corpus_without_usable_pairs_ends_instead_of_repeating_forever(tmp_pat
     config = DataConfig(dataset="files", train_source=str(tmp_path / "s.txt"), train_target=str(tmp_path / "t.txt"))
     assert list(make_dataset(config, tokenizer).take(1)) == []
     assert scan_lengths(config, tokenizer).kept == 0
+
+
+def test_batch_multiple_rounds_every_bucket_down_to_a_multiple():
+    from tf_transformer.data import bucket_batch_sizes, bucket_boundaries
+
+    boundaries = bucket_boundaries(48)
+    plain = bucket_batch_sizes(boundaries, 1024)
+    even = bucket_batch_sizes(boundaries, 1024, batch_multiple=4)
+    for one, rounded in zip(plain, even, strict=True):
+        assert rounded % 4 == 0
+        assert rounded == max(4, one // 4 * 4)

@@ -31,13 +31,21 @@ def bucket_boundaries(max_length: int, exact_up_to: int = 32, growth: float = 1.
     return boundaries
 
 
-def bucket_batch_sizes(boundaries: Sequence[int], batch_tokens: int) -> List[int]:
-    """Pairs per batch for each bucket of `boundaries`, plus 1 for the (empty) bucket past the last boundary.
+def bucket_batch_sizes(boundaries: Sequence[int], batch_tokens: int, batch_multiple: int = 1) -> List[int]:
+    """Pairs per batch for each bucket of `boundaries`, plus one for the (empty) bucket past the last boundary.
 
-    A bucket's batch size is batch_tokens // (2 * longest length in it), at least 1.
+    A bucket's batch size is batch_tokens // (2 * longest length in it), rounded down to a multiple of
+    `batch_multiple` and at least `batch_multiple`. With `batch_multiple` = the number of replicas, every
+    replica gets the same number of pairs: none idles, and Keras' per-replica loss average (weighted by
+    pairs) equals the global token mean.
     """
-    sizes = [max(1, batch_tokens // (2 * (boundary - 1))) for boundary in boundaries]
-    return sizes + [1]
+    if batch_multiple < 1:
+        raise ValueError(f"batch_multiple must be >= 1, got {batch_multiple}.")
+    sizes = [
+        max(batch_multiple, batch_tokens // (2 * (boundary - 1)) // batch_multiple * batch_multiple)
+        for boundary in boundaries
+    ]
+    return sizes + [batch_multiple]
 
 
 def pair_length(source_ids: tf.Tensor, target_input_ids: tf.Tensor, target_output_ids: tf.Tensor) -> tf.Tensor:
@@ -47,7 +55,11 @@ def pair_length(source_ids: tf.Tensor, target_input_ids: tf.Tensor, target_outpu
 
 
 def batch_by_tokens(
-    dataset: tf.data.Dataset, batch_tokens: int, max_length: int, boundaries: Optional[Sequence[int]] = None
+    dataset: tf.data.Dataset,
+    batch_tokens: int,
+    max_length: int,
+    boundaries: Optional[Sequence[int]] = None,
+    batch_multiple: int = 1,
 ) -> tf.data.Dataset:
     """Groups (source_ids, target_input_ids, target_output_ids) 1-D int32 pairs into 0-padded batches.
 
@@ -56,6 +68,7 @@ def batch_by_tokens(
         batch_tokens: the most positions (batch * (padded source length + padded target length)) a batch has.
         max_length: the longest sequence; needs batch_tokens >= 2 * max_length.
         boundaries: bucket boundaries; default `bucket_boundaries(max_length)`.
+        batch_multiple: every full batch holds a multiple of this many pairs (the number of replicas).
 
     Returns:
         Batches (source [batch, source_len], target_in [batch, target_len], target_out [batch, target_len]),
@@ -68,7 +81,7 @@ def batch_by_tokens(
     return dataset.bucket_by_sequence_length(
         element_length_func=pair_length,
         bucket_boundaries=boundaries,
-        bucket_batch_sizes=bucket_batch_sizes(boundaries, batch_tokens),
+        bucket_batch_sizes=bucket_batch_sizes(boundaries, batch_tokens, batch_multiple),
         padded_shapes=([None], [None], [None]),
         padding_values=(0, 0, 0),
         drop_remainder=False,
@@ -76,20 +89,24 @@ def batch_by_tokens(
 
 
 def simulate_batches(
-    source_lengths: np.ndarray, target_lengths: np.ndarray, batch_tokens: int, boundaries: Sequence[int]
+    source_lengths: np.ndarray,
+    target_lengths: np.ndarray,
+    batch_tokens: int,
+    boundaries: Sequence[int],
+    batch_multiple: int = 1,
 ) -> Tuple[int, int, int]:
     """Replays `batch_by_tokens` on pair lengths in the given order, without tensors.
 
     Args:
         source_lengths, target_lengths: per pair, EOS / BOS included.
-        batch_tokens, boundaries: as for `batch_by_tokens`.
+        batch_tokens, boundaries, batch_multiple: as for `batch_by_tokens`.
 
     Returns:
         (number of batches, padded positions, real tokens) over source and target.
     """
     source_lengths = np.asarray(source_lengths, np.int64)
     target_lengths = np.asarray(target_lengths, np.int64)
-    sizes = bucket_batch_sizes(boundaries, batch_tokens)
+    sizes = bucket_batch_sizes(boundaries, batch_tokens, batch_multiple)
     # bucket_by_sequence_length's rule: bucket i holds boundaries[i-1] <= length < boundaries[i].
     keys = np.searchsorted(np.asarray(boundaries), np.maximum(source_lengths, target_lengths), side="right")
     open_buckets: dict = {}

@@ -62,6 +62,8 @@ class DataConfig:
             `seed`) train the vocabulary.
         batch_tokens: source + target token positions per batch, padding included (the paper: 25000; the
             default suits a CPU).
+        batch_multiple: full training batches hold a multiple of this many pairs; the trainer raises it to
+            a multiple of the number of replicas too, so every replica gets the same share.
         max_length: most tokens per side, the EOS / BOS included; must not exceed the model's max_length.
         long_pairs: what happens to a pair with a side longer than `max_length`: "drop" or "truncate".
         shuffle_buffer: pairs in the training shuffle buffer; 0 disables shuffling.
@@ -88,6 +90,7 @@ class DataConfig:
     spm_model_type: str = "unigram"
     vocab_max_sentences: int = 1_000_000
     batch_tokens: int = 4096
+    batch_multiple: int = 1
     max_length: int = 256
     long_pairs: str = "drop"
     shuffle_buffer: int = 10_000
@@ -175,6 +178,10 @@ class DataConfig:
         if self.max_length < 2:
             raise ConfigError(
                 f"max_length: must be >= 2 (one token and the EOS), got {self.max_length}. Fix: use e.g. 256."
+            )
+        if self.batch_multiple < 1:
+            raise ConfigError(
+                f"batch_multiple: must be >= 1, got {self.batch_multiple}. Fix: use 1, or the number of replicas."
             )
         if self.batch_tokens < 2 * self.max_length:
             raise ConfigError(

@@ -64,6 +64,7 @@ def make_dataset(
     *,
     repeat: Optional[bool] = None,
     corpus: Optional[ParallelCorpus] = None,
+    batch_multiple: Optional[int] = None,
 ) -> tf.data.Dataset:
     """Token-batched `((source_ids, target_input_ids), target_output_ids)` int32 batches of one split.
 
@@ -85,6 +86,9 @@ def make_dataset(
         training: shuffle and repeat.
         repeat: overrides repeating; `repeat=False` with `training=True` gives one shuffled epoch.
         corpus: an already opened corpus of `split` (default: `open_corpus(data_config, split, training)`).
+        batch_multiple: full batches hold a multiple of this many pairs (default: the config's
+            `batch_multiple`); the trainer passes a multiple of the number of replicas so that a distribution
+            strategy splits every batch evenly.
 
     Raises:
         DataError: the split's data is missing or invalid.
@@ -109,7 +113,8 @@ def make_dataset(
         # Before bucketing, so buckets fill across epoch ends instead of flushing small batches every epoch;
         # after cleaning, so a corpus with no usable pair ends (tf.data stops repeating an empty epoch).
         dataset = dataset.repeat()
-    dataset = batch_by_tokens(dataset, config.batch_tokens, config.max_length)
+    multiple = config.batch_multiple if batch_multiple is None else batch_multiple
+    dataset = batch_by_tokens(dataset, config.batch_tokens, config.max_length, batch_multiple=multiple)
     dataset = dataset.map(lambda source, target_in, target_out: ((source, target_in), target_out))
     dataset = dataset.prefetch(tf.data.AUTOTUNE)
     options = tf.data.Options()
@@ -220,7 +225,9 @@ def scan_lengths(
     else:
         kept_source, kept_target = np.minimum(source, config.max_length), np.minimum(target, config.max_length)
     boundaries = bucket_boundaries(config.max_length)
-    num_batches, positions, real = simulate_batches(kept_source, kept_target, config.batch_tokens, boundaries)
+    num_batches, positions, real = simulate_batches(
+        kept_source, kept_target, config.batch_tokens, boundaries, config.batch_multiple
+    )
     return DataReport(
         corpus=corpus.description,
         split=split,

@@ -8,13 +8,24 @@ import keras
 import tensorflow as tf
 
 
+class TrainingDiverged(RuntimeError):
+    """The loss or the weights became NaN or infinite; the last good checkpoint is kept."""
+
+
+def weights_are_finite(model: keras.Model) -> bool:
+    """Whether every trainable weight is finite (one reduction per variable, once per checkpoint)."""
+    return all(bool(tf.reduce_all(tf.math.is_finite(variable))) for variable in model.trainable_variables)
+
+
 class CheckpointEveryEpoch(keras.callbacks.Callback):
     """Saves a `tf.train.CheckpointManager` checkpoint at each epoch end and when training ends.
 
     An "epoch" of the training loop is `checkpoint_every` steps. The checkpoint number is the optimizer
     step, so a restart restores the weights, the optimizer moments and the step counter together.
     TensorFlow writes the checkpoint files first and only then points the `checkpoint` index at them, so
-    a crash during a save leaves the previous checkpoint as the latest one.
+    a crash during a save leaves the previous checkpoint as the latest one. Weights are checked before
+    each save: a finite loss can still be followed by an update that makes them NaN, and such weights
+    must never become the latest checkpoint (`TrainingDiverged` is raised instead).
     """
 
     def __init__(self, manager: tf.train.CheckpointManager, step: tf.Variable):
@@ -31,9 +42,12 @@ class CheckpointEveryEpoch(keras.callbacks.Callback):
 
     def _save(self):
         step = int(self.step.numpy())
-        if step != self.last_saved:
-            self.manager.save(checkpoint_number=step)
-            self.last_saved = step
+        if step == self.last_saved:
+            return
+        if not weights_are_finite(self.model):
+            raise TrainingDiverged(f"the weights became NaN or infinite by step {step}")
+        self.manager.save(checkpoint_number=step)
+        self.last_saved = step
 
 
 class StopAtStep(keras.callbacks.Callback):

@@ -18,7 +18,7 @@ from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.data.vocab import TOKENIZER_JSON
 from tf_transformer.files import write_text_atomically
 from tf_transformer.models import Transformer
-from tf_transformer.training.callbacks import CheckpointEveryEpoch, StopAtStep, TrainingMonitor
+from tf_transformer.training.callbacks import CheckpointEveryEpoch, StopAtStep, TrainingDiverged, TrainingMonitor
 from tf_transformer.training.losses import MaskedCrossEntropy
 from tf_transformer.training.metrics import MaskedAccuracy, TokenCount
 from tf_transformer.training.optimizer import make_optimizer
@@ -33,9 +33,12 @@ DATA_REPORT_FILE = "data_report.json"
 VOCAB_DIR = "vocab"
 CHECKPOINT_DIR = "checkpoints"
 
-
-class TrainingDiverged(RuntimeError):
-    """The loss became NaN or infinite; the last good checkpoint is kept."""
+# Model-config fields a restart may change: the vocabulary size is resolved from the built vocabulary, and
+# training hyperparameters (e.g. a lower learning rate after a divergence) do not change the weights' shapes.
+RESUMABLE_CHANGES = (
+    "vocab_size", "target_vocab_size", "dropout", "attention_dropout", "label_smoothing", "warmup_steps",
+    "learning_rate_scale",
+)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +50,7 @@ class TrainResult:
     start_step: int
     checkpoint: Optional[str]
     history: dict
+    replicas: int = 1
 
 
 def configure_devices(num_cpu_devices: int) -> None:
@@ -149,7 +153,7 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
 
     model_dir = pathlib.Path(train_config.model_dir)
     _check_same_run(model_dir, DATA_CONFIG_FILE, data_config.to_dict())
-    _check_same_run(model_dir, CONFIG_FILE, model_config.to_dict(), ignore=("vocab_size", "target_vocab_size"))
+    _check_same_run(model_dir, CONFIG_FILE, model_config.to_dict(), ignore=RESUMABLE_CHANGES)
 
     if data_config.max_length > model_config.max_length:
         raise ConfigError(
@@ -169,7 +173,10 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
     resolved = model_config.replace(vocab_size=tokenizer.vocab_size, target_vocab_size=None)
 
     strategy = make_strategy(train_config)
-    train_dataset = data_lib.make_dataset(data_config, tokenizer, "train", training=True, corpus=train_corpus)
+    train_dataset = data_lib.make_dataset(
+        data_config, tokenizer, "train", training=True, corpus=train_corpus,
+        batch_multiple=math.lcm(data_config.batch_multiple, strategy.num_replicas_in_sync),
+    )  # fmt: skip
     valid_dataset = None
     if valid_corpus is not None:
         valid_report = data_lib.scan_lengths(data_config, tokenizer, "valid", corpus=valid_corpus)
@@ -203,7 +210,9 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
 
     if start_step >= train_config.train_steps:
         logger.info("Already trained %d of %d steps: nothing to do.", start_step, train_config.train_steps)
-        return TrainResult("already_complete", start_step, start_step, manager.latest_checkpoint, {})
+        return TrainResult(
+            "already_complete", start_step, start_step, manager.latest_checkpoint, {}, strategy.num_replicas_in_sync
+        )
 
     step = optimizer.iterations
     every = train_config.checkpoint_every
@@ -231,14 +240,16 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
             shuffle=False,  # the pipeline shuffles
             verbose=1 if sys.stdout.isatty() else 2,
         )
-    except RuntimeError as error:
-        if "NaN" not in str(error) and "Inf" not in str(error):
+    except RuntimeError as error:  # TerminateOnNaN's, or TrainingDiverged from the checkpoint callback
+        if "NaN" not in str(error) and "Inf" not in str(error) and not isinstance(error, TrainingDiverged):
             raise
         raise TrainingDiverged(
-            f"the training loss became NaN or infinite near step {int(step.numpy())}; the last good checkpoint "
-            f"({manager.latest_checkpoint or 'none yet'}) is kept. Fix: lower learning_rate_scale, raise "
-            "warmup_steps, or prefer mixed_bfloat16 to mixed_float16."
+            f"the training loss or weights became NaN or infinite near step {int(step.numpy())}; the last good "
+            f"checkpoint ({manager.latest_checkpoint or 'none yet'}) is kept. Fix: resume with a lower "
+            "learning_rate_scale or more warmup_steps (--override), or prefer mixed_bfloat16 to mixed_float16."
         ) from None
     final_step = int(step.numpy())
     logger.info("Stopped at step %d; latest checkpoint %s", final_step, manager.latest_checkpoint)
-    return TrainResult("completed", final_step, start_step, manager.latest_checkpoint, history.history)
+    return TrainResult(
+        "completed", final_step, start_step, manager.latest_checkpoint, history.history, strategy.num_replicas_in_sync
+    )

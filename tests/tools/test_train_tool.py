@@ -1,0 +1,106 @@
+"""tools/train.py as users run it: a kill -9 mid-run and a restart, clear errors on bad data and config."""
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TRAIN = str(ROOT / "tools" / "train.py")
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def train_command(model_dir, corpus, *extra):
+    return [
+        sys.executable, TRAIN, "--config=tiny", "--override=d_model=32", "--override=d_ff=64",
+        "--dataset=files", f"--train_source={corpus['train_en']}", f"--train_target={corpus['train_de']}",
+        f"--valid_source={corpus['valid_en']}", f"--valid_target={corpus['valid_de']}",
+        f"--model_dir={model_dir}", "--vocab_size=500", "--batch_tokens=1024", "--max_length=48",
+        "--seed=1", "--validation_batches=1", "--log_every=5", *extra,
+    ]  # fmt: skip
+
+
+def run(command, timeout=300):
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=ENV)
+
+
+def latest_step(model_dir):
+    state = (model_dir / "checkpoints" / "checkpoint").read_text()
+    latest = [line for line in state.splitlines() if line.startswith("model_checkpoint_path")][0]
+    return int(latest.split("ckpt-")[1].rstrip('"'))
+
+
+def test_a_killed_run_resumes_at_its_checkpoint_and_stops_at_train_steps(tmp_path, small_corpus):
+    model_dir = tmp_path / "run"
+    command = train_command(model_dir, small_corpus, "--train_steps=60", "--checkpoint_every=10")
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
+    deadline = time.time() + 240
+    while not (model_dir / "checkpoints" / "ckpt-20.index").exists():
+        assert process.poll() is None, process.stdout.read()[-3000:]
+        assert time.time() < deadline, "no second checkpoint within 240 s"
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)  # kill -9: no cleanup, no final save
+    process.wait(timeout=30)
+    saved = latest_step(model_dir)
+    assert 20 <= saved < 60
+    config_before = (model_dir / "config.json").read_text()
+
+    resumed = run(command)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"Trained steps {saved} -> 60" in resumed.stdout
+    assert "Resumed from" in resumed.stderr
+    assert latest_step(model_dir) == 60
+    assert (model_dir / "config.json").read_text() == config_before
+    assert json.loads(config_before)["vocab_size"] <= 500
+    for name in ("data_config.json", "train_config.json", "data_report.json", "vocab/tokenizer.json"):
+        assert (model_dir / name).is_file(), name
+    assert list((model_dir / "logs").rglob("events.out.tfevents.*")), "TensorBoard logs are written"
+
+    again = run(command)
+    assert again.returncode == 0
+    assert "Already trained 60 steps" in again.stdout
+
+
+def assert_no_valid_model_dir(model_dir):
+    assert not (model_dir / "config.json").exists()
+    assert not (model_dir / "checkpoints").exists()
+
+
+def write_lines(path, lines):
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def test_misaligned_files_are_refused_clearly(tmp_path, small_corpus):
+    short_target = write_lines(tmp_path / "short.de", small_corpus["train_de"].read_text().splitlines()[:1500])
+    corpus = {**small_corpus, "train_de": short_target}
+    result = run(train_command(tmp_path / "run", corpus, "--train_steps=5"))
+    assert result.returncode != 0
+    assert "error:" in result.stderr and "short.de" in result.stderr and "Fix" in result.stderr
+    assert "2000" in result.stderr and "1500" in result.stderr
+    assert_no_valid_model_dir(tmp_path / "run")
+
+
+def test_an_empty_file_is_refused_clearly(tmp_path, small_corpus):
+    empty = write_lines(tmp_path / "empty.en", [])
+    corpus = {**small_corpus, "train_en": empty}
+    result = run(train_command(tmp_path / "run", corpus, "--train_steps=5"))
+    assert result.returncode != 0
+    assert "empty.en" in result.stderr and "empty" in result.stderr.lower()
+    assert_no_valid_model_dir(tmp_path / "run")
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [("num_heads=3", "d_model: 32 is not divisible by num_heads=3"), ("d_modle=64", "Did you mean 'd_model'")],
+)
+def test_a_bad_config_is_refused_clearly(tmp_path, small_corpus, override, message):
+    result = run(train_command(tmp_path / "run", small_corpus, "--train_steps=5", f"--override={override}"))
+    assert result.returncode != 0
+    assert message in result.stderr and "Fix" in result.stderr
+    assert not (tmp_path / "run").exists()

@@ -1,0 +1,133 @@
+"""tf_transformer.training.train: mirrored equals one device, divergence stops cleanly, one run per directory."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_transformer as tft
+from tf_transformer.config import ConfigError
+from tf_transformer.data import DataConfig
+from tf_transformer.training import TrainConfig, TrainingDiverged, train
+
+MODEL = tft.TransformerConfig.from_preset("tiny").replace(d_model=32, d_ff=64, dropout=0.0)
+
+
+def data_config(corpus, **changes):
+    values = dict(
+        dataset="files",
+        train_source=str(corpus["train_en"]),
+        train_target=str(corpus["train_de"]),
+        vocab_size=500,
+        batch_tokens=1024,
+        max_length=48,
+        seed=1,
+        deterministic=True,
+    )
+    return DataConfig(**{**values, **changes})
+
+
+RUN_ON_TWO_CPUS = """
+import json, sys
+import tf_transformer as tft
+from tf_transformer.data import DataConfig
+from tf_transformer.training import TrainConfig, train
+model_config, data_config = tft.TransformerConfig.from_json(sys.argv[1]), DataConfig.from_json(sys.argv[2])
+result = train(model_config, data_config, TrainConfig(
+    model_dir=sys.argv[3], train_steps=12, checkpoint_every=4, strategy=sys.argv[4], num_cpu_devices=2, seed=1,
+    deterministic=True))
+import tensorflow as tf
+print(json.dumps({"loss": result.history["loss"], "replicas": result.replicas,
+                  "devices": len(tf.config.list_logical_devices("CPU"))}))
+"""
+
+
+def test_mirrored_on_two_cpu_devices_follows_the_one_device_loss_curve(tmp_path, small_corpus):
+    config_path, data_path = tmp_path / "model.json", tmp_path / "data.json"
+    MODEL.to_json(config_path)
+    data_config(small_corpus, batch_multiple=2).to_json(data_path)  # the same batches for both runs
+    curves = {}
+    for strategy in ("one_device", "mirrored"):
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                RUN_ON_TWO_CPUS,
+                str(config_path),
+                str(data_path),
+                str(tmp_path / strategy),
+                strategy,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        summary = json.loads(result.stdout.strip().splitlines()[-1])
+        assert summary["devices"] == 2
+        curves[strategy] = summary["loss"]
+        assert summary["replicas"] == (2 if strategy == "mirrored" else 1)
+    assert len(curves["one_device"]) == 3
+    np.testing.assert_allclose(curves["mirrored"], curves["one_device"], rtol=1e-4)
+    assert curves["one_device"][-1] < curves["one_device"][0]  # it does learn
+
+
+def test_a_diverging_run_stops_with_a_clear_error_and_keeps_the_last_good_checkpoint(tmp_path, small_corpus):
+    data = data_config(small_corpus, deterministic=False)
+    train(MODEL, data, TrainConfig(model_dir=str(tmp_path), train_steps=4, checkpoint_every=2, seed=1))
+    # Resuming with a learning rate this high blows the weights up on the first update.
+    exploding = MODEL.replace(learning_rate_scale=1e6, warmup_steps=1)
+    with pytest.raises(TrainingDiverged, match="NaN or infinite.*last good checkpoint.*ckpt-4.*Fix"):
+        train(exploding, data, TrainConfig(model_dir=str(tmp_path), train_steps=40, checkpoint_every=2, seed=1))
+    latest = tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
+    assert latest.endswith("ckpt-4")
+    reader = tf.train.load_checkpoint(latest)
+    for name, _ in tf.train.list_variables(latest):
+        if name.startswith("model/") and name.endswith("VARIABLE_VALUE"):
+            assert np.isfinite(reader.get_tensor(name)).all(), name
+    # The fix the message gives works: resume with a sane learning rate.
+    resumed = train(MODEL, data, TrainConfig(model_dir=str(tmp_path), train_steps=6, checkpoint_every=2, seed=1))
+    assert (resumed.start_step, resumed.step) == (4, 6)
+
+
+def test_a_model_dir_refuses_a_restart_with_other_settings(tmp_path, small_corpus):
+    train_config = TrainConfig(model_dir=str(tmp_path), train_steps=2, checkpoint_every=2, seed=1)
+    train(MODEL, data_config(small_corpus), train_config)
+    with pytest.raises(ConfigError, match=r"different settings in config.json \(d_model: 32 -> 64\).*Fix"):
+        train(MODEL.replace(d_model=64), data_config(small_corpus), train_config)
+    with pytest.raises(ConfigError, match="different settings in data_config.json.*batch_tokens"):
+        train(MODEL, data_config(small_corpus, batch_tokens=2048), train_config)
+    longer = train(
+        MODEL,
+        data_config(small_corpus),
+        TrainConfig(model_dir=str(tmp_path), train_steps=4, checkpoint_every=2, seed=1),
+    )
+    assert (longer.start_step, longer.step) == (2, 4)  # training longer is allowed
+
+
+def test_data_longer_than_the_model_allows_is_refused(tmp_path, small_corpus):
+    with pytest.raises(ConfigError, match="max_length.*Fix"):
+        train(
+            MODEL.replace(max_length=32),
+            data_config(small_corpus, max_length=48),
+            TrainConfig(model_dir=str(tmp_path), train_steps=1),
+        )
+    assert not (tmp_path / "config.json").exists()
+
+
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        (dict(train_steps=0), "train_steps"),
+        (dict(strategy="horovod"), "strategy"),
+        (dict(mixed_precision="float8"), "mixed_precision"),
+        (dict(num_cpu_devices=-1), "num_cpu_devices"),
+        (dict(model_dir=""), "model_dir"),
+    ],
+)
+def test_train_config_validation_names_the_field(changes, field):
+    with pytest.raises(ConfigError, match=f"^{field}:.*Fix"):
+        TrainConfig(**{"model_dir": "runs/x", **changes})
