@@ -90,6 +90,7 @@ def main(argv):
         print(f"Already trained {result.step} steps (--train_steps={_TRAIN_STEPS.value}); nothing to do.")
     else:
         print(f"Trained steps {result.start_step} -> {result.step}; checkpoint {result.checkpoint}")
+    print(f"Weights digest {result.weights_digest} ({result.replicas} replica(s))")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import math
@@ -21,6 +22,7 @@ from tf_transformer.models import Transformer
 from tf_transformer.training.callbacks import CheckpointEveryEpoch, StopAtStep, TrainingDiverged, TrainingMonitor
 from tf_transformer.training.losses import MaskedCrossEntropy
 from tf_transformer.training.metrics import MaskedAccuracy, TokenCount
+from tf_transformer.training.multi_worker import cluster_role, fit_multi_worker, wait_for_file
 from tf_transformer.training.optimizer import make_optimizer
 from tf_transformer.training.train_config import TrainConfig
 
@@ -51,6 +53,7 @@ class TrainResult:
     checkpoint: Optional[str]
     history: dict
     replicas: int = 1
+    weights_digest: str = ""
 
 
 def configure_devices(num_cpu_devices: int) -> None:
@@ -73,9 +76,12 @@ def configure_devices(num_cpu_devices: int) -> None:
 
 def make_strategy(train_config: TrainConfig) -> tf.distribute.Strategy:
     """The `tf.distribute` strategy named by `train_config.strategy` (see `TrainConfig`)."""
+    name = train_config.strategy
+    if name == "multi_worker_mirrored":
+        # The cluster comes from TF_CONFIG; this must precede any op, device listing included.
+        return tf.distribute.MultiWorkerMirroredStrategy()
     gpus = tf.config.list_logical_devices("GPU")
     cpus = tf.config.list_logical_devices("CPU")
-    name = train_config.strategy
     if name == "auto":
         name = "mirrored" if len(gpus) > 1 or (not gpus and len(cpus) > 1) else "one_device"
     if name == "one_device":
@@ -88,8 +94,7 @@ def make_strategy(train_config: TrainConfig) -> tf.distribute.Strategy:
         tf.tpu.experimental.initialize_tpu_system(resolver)
         return tf.distribute.TPUStrategy(resolver)
     raise ConfigError(
-        f"strategy: {name!r} is not supported by the model.fit training loop. "
-        "Fix: use auto, one_device, mirrored or tpu."
+        f"strategy: unknown option {name!r}. Fix: use auto, one_device, mirrored, multi_worker_mirrored or tpu."
     )
 
 
@@ -108,6 +113,14 @@ def _check_same_run(model_dir: pathlib.Path, file_name: str, expected: dict, ign
             f"{model_dir} holds a run with different settings in {file_name} ({details}). Fix: use a new "
             "--model_dir, or resume with the settings the run started with."
         )
+
+
+def weights_digest(model: keras.Model) -> str:
+    """A short hash of all trainable weights: equal on every worker of a synchronous run."""
+    digest = hashlib.sha256()
+    for variable in model.trainable_variables:
+        digest.update(variable.numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 def _open_optional(data_config, split: str):
@@ -129,7 +142,8 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
 
     Order matters for "nothing is lost and nothing looks valid by mistake": the data is read and checked,
     and the vocabulary built, before anything but the vocabulary is written to `model_dir`; the resolved
-    configs are written before the first checkpoint; checkpoints are TensorFlow's (atomic index update).
+    configs are written before the first checkpoint; checkpoints are TensorFlow's (atomic index update)
+    and never hold non-finite weights. With `multi_worker_mirrored` only the chief writes to `model_dir`.
 
     Args:
         model_config: the model; its vocabulary size is replaced by the subword vocabulary's.
@@ -142,9 +156,13 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
     Raises:
         ConfigError: bad or inconsistent settings (e.g. a model_dir started with other settings).
         tf_transformer.data.DataError: missing, empty, undecodable or misaligned data.
-        TrainingDiverged: the loss became NaN; the last good checkpoint is kept.
+        TrainingDiverged: the loss or the weights became NaN; the last good checkpoint is kept.
     """
     configure_devices(train_config.num_cpu_devices)
+    # Before any other op: MultiWorkerMirroredStrategy sets up the collective ops of the whole program.
+    strategy = make_strategy(train_config)
+    multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    is_chief = cluster_role(strategy)[2] if multi_worker else True
     keras.config.set_dtype_policy(train_config.mixed_precision)
     if train_config.seed is not None:
         keras.utils.set_random_seed(train_config.seed)
@@ -152,49 +170,22 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
         tf.config.experimental.enable_op_determinism()
 
     model_dir = pathlib.Path(train_config.model_dir)
-    _check_same_run(model_dir, DATA_CONFIG_FILE, data_config.to_dict())
-    _check_same_run(model_dir, CONFIG_FILE, model_config.to_dict(), ignore=RESUMABLE_CHANGES)
-
-    if data_config.max_length > model_config.max_length:
-        raise ConfigError(
-            f"max_length: the data allows {data_config.max_length} tokens a side but the model only "
-            f"{model_config.max_length}. Fix: lower --max_length or raise the model's max_length (--override)."
-        )
+    _check_settings(model_config, data_config, train_config, multi_worker)
     # Opening a corpus reads and checks its files: bad data fails here, before anything is written.
     train_corpus = data_lib.open_corpus(data_config, "train", training=True)
     valid_corpus = _open_optional(data_config, "valid")
-    vocab_dir = model_dir / VOCAB_DIR
-    if (vocab_dir / TOKENIZER_JSON).is_file():  # written last: the vocabulary is complete
-        tokenizer = data_lib.Tokenizer.from_directory(vocab_dir)
-    else:
-        tokenizer = data_lib.build_vocabulary(data_config, vocab_dir, corpus=train_corpus)
+    tokenizer = _vocabulary(data_config, model_dir / VOCAB_DIR, train_corpus, is_chief)
     report = data_lib.scan_lengths(data_config, tokenizer, "train", corpus=train_corpus)
     logger.info("%s", report.summary())
     resolved = model_config.replace(vocab_size=tokenizer.vocab_size, target_vocab_size=None)
 
-    strategy = make_strategy(train_config)
-    train_dataset = data_lib.make_dataset(
-        data_config, tokenizer, "train", training=True, corpus=train_corpus,
-        batch_multiple=math.lcm(data_config.batch_multiple, strategy.num_replicas_in_sync),
-    )  # fmt: skip
-    valid_dataset = None
-    if valid_corpus is not None:
-        valid_report = data_lib.scan_lengths(data_config, tokenizer, "valid", corpus=valid_corpus)
-        valid_dataset = data_lib.make_dataset(data_config, tokenizer, "valid", training=False, corpus=valid_corpus)
-        # A known length lets Keras run validation to the end without a "ran out of data" warning.
-        valid_dataset = valid_dataset.apply(tf.data.experimental.assert_cardinality(valid_report.num_batches))
-        if train_config.validation_batches:
-            valid_dataset = valid_dataset.take(train_config.validation_batches)
-
     with strategy.scope():
         model = Transformer(resolved)
         optimizer = make_optimizer(resolved)
-        model.compile(
-            optimizer=optimizer,
-            loss=MaskedCrossEntropy(resolved.label_smoothing, resolved.pad_id),
-            metrics=[MaskedAccuracy(resolved.pad_id), TokenCount(resolved.pad_id)],
-            jit_compile=train_config.jit_compile,
-        )
+        loss = MaskedCrossEntropy(resolved.label_smoothing, resolved.pad_id)
+        if not multi_worker:
+            metrics = [MaskedAccuracy(resolved.pad_id), TokenCount(resolved.pad_id)]
+            model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=train_config.jit_compile)
         model.build()
         optimizer.build(model.trainable_variables)  # so a restore finds the moments to fill
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
@@ -203,18 +194,94 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
     )
     start_step = _restore(checkpoint, manager)
 
-    resolved.to_json(model_dir / CONFIG_FILE)
-    write_text_atomically(model_dir / DATA_CONFIG_FILE, json.dumps(data_config.to_dict(), indent=2) + "\n")
-    train_config.to_json(model_dir / TRAIN_CONFIG_FILE)
-    write_text_atomically(model_dir / DATA_REPORT_FILE, json.dumps(report.to_dict(), indent=2) + "\n")
+    if is_chief:
+        resolved.to_json(model_dir / CONFIG_FILE)
+        write_text_atomically(model_dir / DATA_CONFIG_FILE, json.dumps(data_config.to_dict(), indent=2) + "\n")
+        train_config.to_json(model_dir / TRAIN_CONFIG_FILE)
+        write_text_atomically(model_dir / DATA_REPORT_FILE, json.dumps(report.to_dict(), indent=2) + "\n")
 
+    replicas = strategy.num_replicas_in_sync
     if start_step >= train_config.train_steps:
         logger.info("Already trained %d of %d steps: nothing to do.", start_step, train_config.train_steps)
         return TrainResult(
-            "already_complete", start_step, start_step, manager.latest_checkpoint, {}, strategy.num_replicas_in_sync
+            "already_complete", start_step, start_step, manager.latest_checkpoint, {}, replicas, weights_digest(model)
+        )
+    logger.info("Training from step %d to %d on %d replica(s).", start_step, train_config.train_steps, replicas)
+    batch_multiple = math.lcm(data_config.batch_multiple, replicas)
+    try:
+        if multi_worker:
+
+            def dataset_fn(input_context):
+                # Every worker builds the same seeded order and keeps its own share of the batches.
+                dataset = data_lib.make_dataset(data_config, tokenizer, "train", training=True, corpus=train_corpus)
+                return dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+
+            log_dir = str(model_dir / "logs" / "train")
+            history = fit_multi_worker(
+                model, optimizer, loss, strategy, dataset_fn, checkpoint, manager, train_config, log_dir
+            )
+        else:
+            train_dataset = data_lib.make_dataset(
+                data_config, tokenizer, "train", training=True, corpus=train_corpus, batch_multiple=batch_multiple
+            )
+            valid_dataset = _validation_dataset(data_config, tokenizer, valid_corpus, train_config)
+            history = _fit(model, train_dataset, valid_dataset, manager, train_config, model_dir)
+    except RuntimeError as error:  # TerminateOnNaN's, or TrainingDiverged from a checkpoint check
+        if "NaN" not in str(error) and "Inf" not in str(error) and not isinstance(error, TrainingDiverged):
+            raise
+        raise TrainingDiverged(
+            f"the training loss or weights became NaN or infinite near step {int(optimizer.iterations.numpy())}; "
+            f"the last good checkpoint ({manager.latest_checkpoint or 'none yet'}) is kept. Fix: resume with a "
+            "lower learning_rate_scale or more warmup_steps (--override), or prefer mixed_bfloat16 to mixed_float16."
+        ) from None
+    final_step = int(optimizer.iterations.numpy())
+    logger.info("Stopped at step %d; latest checkpoint %s", final_step, manager.latest_checkpoint)
+    return TrainResult(
+        "completed", final_step, start_step, manager.latest_checkpoint, history, replicas, weights_digest(model)
+    )
+
+
+def _check_settings(model_config, data_config, train_config, multi_worker) -> None:
+    model_dir = pathlib.Path(train_config.model_dir)
+    _check_same_run(model_dir, DATA_CONFIG_FILE, data_config.to_dict())
+    _check_same_run(model_dir, CONFIG_FILE, model_config.to_dict(), ignore=RESUMABLE_CHANGES)
+    if data_config.max_length > model_config.max_length:
+        raise ConfigError(
+            f"max_length: the data allows {data_config.max_length} tokens a side but the model only "
+            f"{model_config.max_length}. Fix: lower --max_length or raise the model's max_length (--override)."
+        )
+    if multi_worker and data_config.seed is None:
+        raise ConfigError(
+            "seed: multi-worker training shards one shuffled order of the batches across the workers, so every "
+            "worker needs the same seed. Fix: pass --seed (the same on every worker)."
         )
 
-    step = optimizer.iterations
+
+def _vocabulary(data_config, vocab_dir: pathlib.Path, train_corpus, is_chief: bool):
+    """The run's vocabulary: loaded if complete, else built (by the chief; other workers wait for it)."""
+    marker = vocab_dir / TOKENIZER_JSON  # written last: the vocabulary is complete
+    if not marker.is_file():
+        if is_chief:
+            return data_lib.build_vocabulary(data_config, vocab_dir, corpus=train_corpus)
+        wait_for_file(marker)
+    return data_lib.Tokenizer.from_directory(vocab_dir)
+
+
+def _validation_dataset(data_config, tokenizer, valid_corpus, train_config):
+    if valid_corpus is None:
+        return None
+    report = data_lib.scan_lengths(data_config, tokenizer, "valid", corpus=valid_corpus)
+    dataset = data_lib.make_dataset(data_config, tokenizer, "valid", training=False, corpus=valid_corpus)
+    # A known length lets Keras run validation to the end without a "ran out of data" warning.
+    dataset = dataset.apply(tf.data.experimental.assert_cardinality(report.num_batches))
+    if train_config.validation_batches:
+        dataset = dataset.take(train_config.validation_batches)
+    return dataset
+
+
+def _fit(model, train_dataset, valid_dataset, manager, train_config, model_dir) -> dict:
+    """`model.fit` in epochs of `checkpoint_every` steps, from the restored step to `train_steps`."""
+    step = model.optimizer.iterations
     every = train_config.checkpoint_every
     callbacks = [
         keras.callbacks.TerminateOnNaN(raise_error=True),  # first: nothing else runs after a NaN batch
@@ -223,33 +290,14 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
         keras.callbacks.TensorBoard(str(model_dir / "logs"), update_freq=train_config.log_every),
         TrainingMonitor(str(model_dir / "logs" / "train"), train_config.log_every, step),
     ]
-    logger.info(
-        "Training from step %d to %d on %d replica(s).",
-        start_step,
-        train_config.train_steps,
-        strategy.num_replicas_in_sync,
+    history = model.fit(
+        train_dataset,
+        epochs=math.ceil(train_config.train_steps / every),
+        initial_epoch=int(step.numpy()) // every,
+        steps_per_epoch=every,
+        validation_data=valid_dataset,
+        callbacks=callbacks,
+        shuffle=False,  # the pipeline shuffles
+        verbose=1 if sys.stdout.isatty() else 2,
     )
-    try:
-        history = model.fit(
-            train_dataset,
-            epochs=math.ceil(train_config.train_steps / every),
-            initial_epoch=start_step // every,
-            steps_per_epoch=every,
-            validation_data=valid_dataset,
-            callbacks=callbacks,
-            shuffle=False,  # the pipeline shuffles
-            verbose=1 if sys.stdout.isatty() else 2,
-        )
-    except RuntimeError as error:  # TerminateOnNaN's, or TrainingDiverged from the checkpoint callback
-        if "NaN" not in str(error) and "Inf" not in str(error) and not isinstance(error, TrainingDiverged):
-            raise
-        raise TrainingDiverged(
-            f"the training loss or weights became NaN or infinite near step {int(step.numpy())}; the last good "
-            f"checkpoint ({manager.latest_checkpoint or 'none yet'}) is kept. Fix: resume with a lower "
-            "learning_rate_scale or more warmup_steps (--override), or prefer mixed_bfloat16 to mixed_float16."
-        ) from None
-    final_step = int(step.numpy())
-    logger.info("Stopped at step %d; latest checkpoint %s", final_step, manager.latest_checkpoint)
-    return TrainResult(
-        "completed", final_step, start_step, manager.latest_checkpoint, history.history, strategy.num_replicas_in_sync
-    )
+    return history.history
