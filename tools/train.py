@@ -35,7 +35,9 @@ _VOCAB_TYPE = flags.DEFINE_enum("vocab_type", None, ["sentencepiece", "wordpiece
 _VOCAB_SIZE = flags.DEFINE_integer("vocab_size", None, "Subword vocabulary size.")
 _BATCH_TOKENS = flags.DEFINE_integer("batch_tokens", None, "Source + target tokens per batch (paper: 25000).")
 _BATCH_MULTIPLE = flags.DEFINE_integer("batch_multiple", None, "Batches hold a multiple of this many pairs.")
-_MAX_LENGTH = flags.DEFINE_integer("max_length", None, "Most tokens per side of a training pair.")
+_MAX_LENGTH = flags.DEFINE_integer(
+    "max_length", None, "Most tokens per side of a training pair (default: the model's max_length)."
+)
 _LONG_PAIRS = flags.DEFINE_enum("long_pairs", None, ["drop", "truncate"], "What to do with longer pairs.")
 _SHUFFLE_BUFFER = flags.DEFINE_integer("shuffle_buffer", None, "Pairs in the shuffle buffer.")
 # Training.
@@ -74,6 +76,7 @@ def main(argv):
     try:
         model_config = TransformerConfig.load(_CONFIG.value).with_overrides(_OVERRIDE.value)
         data_values = {name: flag.value for name, flag in _DATA_FLAGS.items() if flag.value is not None}
+        data_values.setdefault("max_length", model_config.max_length)  # the longest pairs the model accepts
         data_config = DataConfig(**data_values, seed=_SEED.value, deterministic=_DETERMINISTIC.value)
         train_config = TrainConfig(
             model_dir=_MODEL_DIR.value, train_steps=_TRAIN_STEPS.value, checkpoint_every=_CHECKPOINT_EVERY.value,

@@ -104,3 +104,17 @@ def test_a_bad_config_is_refused_clearly(tmp_path, small_corpus, override, messa
     assert result.returncode != 0
     assert message in result.stderr and "Fix" in result.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_the_readmes_training_command_runs(tmp_path, multi30k_dir):
+    readme = (ROOT / "README.md").read_text()
+    main_job = [line for line in readme.splitlines() if line.startswith("python3 -m venv")][0]
+    arguments = main_job.split("&& python ")[-1].split()
+    assert arguments[0] == "tools/train.py"
+    arguments = [argument for argument in arguments[1:] if not argument.startswith(("--model_dir", "--data_dir"))]
+    # The README's command, shortened: two steps, into a temporary directory.
+    command = [sys.executable, TRAIN, *arguments, f"--data_dir={multi30k_dir}", f"--model_dir={tmp_path / 'run'}",
+               "--train_steps=2", "--checkpoint_every=2", "--validation_batches=1"]  # fmt: skip
+    result = run(command)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Trained steps 0 -> 2" in result.stdout
