@@ -10,7 +10,7 @@ import pathlib
 from importlib import resources
 from typing import Any, Mapping, Optional, Sequence, Union
 
-from tf_transformer.files import write_text_atomically
+from tf_transformer.files import write_atomically
 
 POSITION_ENCODINGS = ("sinusoidal", "learned")
 ACTIVATIONS = ("relu", "gelu")
@@ -20,8 +20,77 @@ class ConfigError(ValueError):
     """A `TransformerConfig` field is invalid; the message names the field and the fix."""
 
 
+class JsonConfig:
+    """JSON in and out for the frozen config dataclasses (model, data, training run).
+
+    `from_dict` refuses unknown keys, suggesting the nearest field; `replace` and `with_overrides` build a
+    new config, validated again by the dataclass's `__post_init__`.
+    """
+
+    def to_dict(self) -> dict:
+        """The fields as a JSON-ready dict."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]):
+        """Builds a config from a mapping; unknown keys are an error that suggests the nearest field."""
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"a {cls.__name__} must be a JSON object (field -> value), got {type(values).__name__}.")
+        known = [field.name for field in dataclasses.fields(cls)]
+        for key in values:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), known, n=1)
+                hint = f" Did you mean {close[0]!r}?" if close else ""
+                raise ConfigError(f"{key}: not a {cls.__name__} field.{hint} Fix: use one of {', '.join(known)}.")
+        return cls(**values)
+
+    def to_json(self, path: Union[str, os.PathLike, None] = None) -> str:
+        """Returns the config as JSON text; with `path`, also writes it there (atomically)."""
+        text = json.dumps(self.to_dict(), indent=2) + "\n"
+        if path is not None:
+            write_atomically(path, text)
+        return text
+
+    @classmethod
+    def from_json(cls, text_or_path: Union[str, os.PathLike]):
+        """Reads a config from JSON text or from a JSON file."""
+        text = str(text_or_path)
+        if not text.lstrip().startswith("{"):
+            path = pathlib.Path(text_or_path)
+            if not path.is_file():
+                raise ConfigError(f"config file {path} does not exist. Fix: pass a JSON file or a preset name.")
+            text = path.read_text()
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"config is not valid JSON ({error}). Fix: check the file's syntax.") from None
+        return cls.from_dict(values)
+
+    def replace(self, **changes):
+        """A copy with some fields changed, validated again."""
+        return self.from_dict({**self.to_dict(), **changes})
+
+    def with_overrides(self, overrides: Sequence[str]):
+        """Applies "field=value" strings, the value in JSON ("d_model=256", "seed=null") or a bare word."""
+        changes = {}
+        for override in overrides:
+            key, separator, raw = override.partition("=")
+            if not separator:
+                raise ConfigError(f"override {override!r} is not field=value. Fix: write e.g. d_model=256.")
+            try:
+                changes[key.strip()] = json.loads(raw)
+            except json.JSONDecodeError:
+                changes[key.strip()] = raw  # a bare word such as learned or a path
+        return self.replace(**changes)
+
+
+def unknown_option(name: str, value: Any, options: Sequence[str]) -> str:
+    """The error message for a field whose value is not one of `options`."""
+    return f"{name}: unknown option {value!r}. Fix: use one of {', '.join(repr(o) for o in options)}."
+
+
 @dataclasses.dataclass(frozen=True)
-class TransformerConfig:
+class TransformerConfig(JsonConfig):
     """Hyperparameters of a Transformer (Vaswani et al., 2017), validated on creation.
 
     The defaults are the paper's base model with its 37,000-token shared vocabulary. A config is frozen:
@@ -142,9 +211,9 @@ class TransformerConfig:
             if not 0.0 <= value < 1.0:
                 raise ConfigError(f"{name}: must be in [0, 1), got {value}. Fix: use e.g. {name}=0.1.")
         if self.position_encoding not in POSITION_ENCODINGS:
-            raise ConfigError(_unknown_option("position_encoding", self.position_encoding, POSITION_ENCODINGS))
+            raise ConfigError(unknown_option("position_encoding", self.position_encoding, POSITION_ENCODINGS))
         if self.activation not in ACTIVATIONS:
-            raise ConfigError(_unknown_option("activation", self.activation, ACTIVATIONS))
+            raise ConfigError(unknown_option("activation", self.activation, ACTIVATIONS))
         if self.attention_window is not None and self.attention_window < 0:
             raise ConfigError(
                 f"attention_window: must be >= 0 or null, got {self.attention_window}. "
@@ -201,44 +270,6 @@ class TransformerConfig:
 
     # ----------------------------------------------------------------------------------------- in and out
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "TransformerConfig":
-        """Builds a config from a mapping; unknown keys are an error that suggests the nearest field."""
-        if not isinstance(values, Mapping):
-            raise ConfigError(f"a config must be a JSON object (a mapping of field to value), got {type(values)}.")
-        known = [f.name for f in dataclasses.fields(cls)]
-        for key in values:
-            if key not in known:
-                close = difflib.get_close_matches(str(key), known, n=1)
-                hint = f" Did you mean {close[0]!r}?" if close else ""
-                raise ConfigError(f"{key}: not a TransformerConfig field.{hint} Fix: use one of {', '.join(known)}.")
-        return cls(**values)
-
-    def to_json(self, path: Union[str, os.PathLike, None] = None) -> str:
-        """Returns the config as JSON text; with `path`, also writes it there (atomically)."""
-        text = json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n"
-        if path is not None:
-            write_text_atomically(path, text)
-        return text
-
-    @classmethod
-    def from_json(cls, text_or_path: Union[str, os.PathLike]) -> "TransformerConfig":
-        """Reads a config from JSON text or from a JSON file."""
-        text = str(text_or_path)
-        if not text.lstrip().startswith("{"):
-            path = pathlib.Path(text_or_path)
-            if not path.is_file():
-                raise ConfigError(f"config file {path} does not exist. Fix: pass a JSON file or a preset name.")
-            text = path.read_text()
-        try:
-            values = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ConfigError(f"config is not valid JSON ({error}). Fix: check the file's syntax.") from None
-        return cls.from_dict(values)
-
     @classmethod
     def from_preset(cls, name: str) -> "TransformerConfig":
         """Loads `configs/<name>.json`, e.g. "tiny", "base", "big" or a Table 3 variation."""
@@ -257,23 +288,6 @@ class TransformerConfig:
             return cls.from_json(pathlib.Path(text))
         return cls.from_preset(text)
 
-    def replace(self, **changes) -> "TransformerConfig":
-        """A copy with some fields changed, validated again."""
-        return self.from_dict({**self.to_dict(), **changes})
-
-    def with_overrides(self, overrides: Sequence[str]) -> "TransformerConfig":
-        """Applies "field=value" strings, value in JSON ("d_model=256", "attention_window=null")."""
-        changes = {}
-        for override in overrides:
-            key, separator, raw = override.partition("=")
-            if not separator:
-                raise ConfigError(f"override {override!r} is not field=value. Fix: write e.g. d_model=256.")
-            try:
-                changes[key.strip()] = json.loads(raw)
-            except json.JSONDecodeError:
-                changes[key.strip()] = raw  # a bare word such as learned
-        return self.replace(**changes)
-
 
 _OPTIONAL_INT = "optional int"
 _FIELD_TYPES = {
@@ -289,10 +303,6 @@ _FIELD_TYPES = {
 def _example(field) -> str:
     default = field.default
     return json.dumps(default)
-
-
-def _unknown_option(name: str, value: Any, options: Sequence[str]) -> str:
-    return f"{name}: unknown option {value!r}. Fix: use one of {', '.join(repr(o) for o in options)}."
 
 
 def _presets():

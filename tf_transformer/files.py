@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import os
 import pathlib
+from typing import Union
 
 
-def write_text_atomically(path, text: str) -> pathlib.Path:
-    """Writes `text` to a temporary file beside `path`, then renames it over `path` (atomic on POSIX)."""
+def write_atomically(path, data: Union[str, bytes]) -> pathlib.Path:
+    """Writes `data` (text as UTF-8) to a temporary file beside `path`, then renames it over `path`.
+
+    The rename is atomic on POSIX file systems: readers see the old file or the whole new one.
+    """
     path = pathlib.Path(path)
     temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    with open(temporary, "wb") as handle:
+        handle.write(data.encode("utf-8") if isinstance(data, str) else data)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import os
-import pathlib
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Optional
 
-from tf_transformer.config import ConfigError
+from tf_transformer.config import ConfigError, JsonConfig, unknown_option
 
 DATASETS = ("files", "multi30k", "tfds:<name>")
 MULTI30K_LANGUAGES = ("en", "de", "fr")
@@ -33,7 +31,7 @@ _PATH_FIELDS = (
 
 
 @dataclasses.dataclass(frozen=True)
-class DataConfig:
+class DataConfig(JsonConfig):
     """The training data of a translation model, validated on creation; JSON in and out.
 
     A config is frozen: derive variants with `config.replace(field=value)` or
@@ -159,11 +157,11 @@ class DataConfig:
                 f"target_lang: equals source_lang ({self.source_lang!r}). Fix: translate between two languages."
             )
         if self.vocab_type not in VOCAB_TYPES:
-            raise ConfigError(_unknown_option("vocab_type", self.vocab_type, VOCAB_TYPES))
+            raise ConfigError(unknown_option("vocab_type", self.vocab_type, VOCAB_TYPES))
         if self.spm_model_type not in SPM_MODEL_TYPES:
-            raise ConfigError(_unknown_option("spm_model_type", self.spm_model_type, SPM_MODEL_TYPES))
+            raise ConfigError(unknown_option("spm_model_type", self.spm_model_type, SPM_MODEL_TYPES))
         if self.long_pairs not in LONG_PAIRS:
-            raise ConfigError(_unknown_option("long_pairs", self.long_pairs, LONG_PAIRS))
+            raise ConfigError(unknown_option("long_pairs", self.long_pairs, LONG_PAIRS))
         minimum = MIN_SENTENCEPIECE_VOCAB if self.vocab_type == "sentencepiece" else 8
         if self.vocab_size < minimum:
             raise ConfigError(
@@ -210,67 +208,6 @@ class DataConfig:
             return self.seed
         return 0 if self.deterministic else None
 
-    # ----------------------------------------------------------------------------------------- in and out
-
-    def to_dict(self) -> dict:
-        """The fields as a JSON-ready dict."""
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "DataConfig":
-        """Builds a config from a mapping; unknown keys are an error that suggests the nearest field."""
-        if not isinstance(values, Mapping):
-            raise ConfigError(f"a data config must be a JSON object (field -> value), got {type(values).__name__}.")
-        known = [f.name for f in dataclasses.fields(cls)]
-        for key in values:
-            if key not in known:
-                close = difflib.get_close_matches(str(key), known, n=1)
-                hint = f" Did you mean {close[0]!r}?" if close else ""
-                raise ConfigError(f"{key}: not a DataConfig field.{hint} Fix: use one of {', '.join(known)}.")
-        return cls(**values)
-
-    def to_json(self, path: Union[str, os.PathLike, None] = None) -> str:
-        """Returns the config as JSON text; with `path`, also writes it there (atomically)."""
-        text = json.dumps(self.to_dict(), indent=2) + "\n"
-        if path is not None:
-            path = pathlib.Path(path)
-            temporary = path.with_name(f".{path.name}.tmp")
-            temporary.write_text(text)
-            os.replace(temporary, path)
-        return text
-
-    @classmethod
-    def from_json(cls, text_or_path: Union[str, os.PathLike]) -> "DataConfig":
-        """Reads a config from JSON text or from a JSON file."""
-        text = str(text_or_path)
-        if not text.lstrip().startswith("{"):
-            path = pathlib.Path(text_or_path)
-            if not path.is_file():
-                raise ConfigError(f"data config file {path} does not exist. Fix: pass a JSON file.")
-            text = path.read_text()
-        try:
-            values = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ConfigError(f"data config is not valid JSON ({error}). Fix: check the file's syntax.") from None
-        return cls.from_dict(values)
-
-    def replace(self, **changes) -> "DataConfig":
-        """A copy with some fields changed, validated again."""
-        return self.from_dict({**self.to_dict(), **changes})
-
-    def with_overrides(self, overrides: Sequence[str]) -> "DataConfig":
-        """Applies "field=value" strings, value in JSON ("batch_tokens=8192", "seed=null") or a bare word."""
-        changes = {}
-        for override in overrides:
-            key, separator, raw = override.partition("=")
-            if not separator:
-                raise ConfigError(f"override {override!r} is not field=value. Fix: write e.g. batch_tokens=8192.")
-            try:
-                changes[key.strip()] = json.loads(raw)
-            except json.JSONDecodeError:
-                changes[key.strip()] = raw  # a bare word such as a path or truncate
-        return self.replace(**changes)
-
 
 _TYPE_NAMES = {"str": str, "int": int, "bool": bool}
 _FIELD_TYPES = {}
@@ -280,7 +217,3 @@ for _field in dataclasses.fields(DataConfig):
 _EXAMPLES = {"seed": 0, "source_lang": "en", "target_lang": "de", "data_dir": "../shared/data/multi30k"}
 _EXAMPLES.update({f.name: f.default for f in dataclasses.fields(DataConfig) if f.default is not None})
 _EXAMPLES.update({name: "path/to/file" for name in _PATH_FIELDS if name not in _EXAMPLES})
-
-
-def _unknown_option(name: str, value: Any, options: Sequence[str]) -> str:
-    return f"{name}: unknown option {value!r}. Fix: use one of {', '.join(repr(o) for o in options)}."

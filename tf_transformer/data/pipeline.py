@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import pathlib
 from typing import Optional, Union
 
 import numpy as np
@@ -23,6 +22,7 @@ from tf_transformer.data.batching import batch_by_tokens, bucket_boundaries, sim
 from tf_transformer.data.config import DataConfig
 from tf_transformer.data.corpus import ParallelCorpus, both_non_empty, clean_batch, open_corpus
 from tf_transformer.data.vocab import BOS_ID, EOS_ID, Tokenizer
+from tf_transformer.files import write_atomically
 
 # Strings tokenized per op call: tf-text ops cost per call, so batches amortise that.
 _TOKENIZE_BATCH = 256
@@ -171,7 +171,7 @@ class DataReport:
         """The report as JSON text; with `path`, also written there."""
         text = json.dumps(self.to_dict(), indent=2) + "\n"
         if path is not None:
-            pathlib.Path(path).write_text(text)
+            write_atomically(path, text)
         return text
 
     def summary(self) -> str:

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from tf_transformer.data.config import DataConfig
 from tf_transformer.data.errors import DataError
+from tf_transformer.files import write_atomically
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 SENTENCEPIECE_SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
@@ -165,12 +166,12 @@ class Tokenizer(tf.Module):
             model = self._options["model"]
             processor = sentencepiece.SentencePieceProcessor(model_proto=model)
             pieces = (f"{processor.id_to_piece(i)}\t{processor.get_score(i):g}\n" for i in range(self.vocab_size))
-            _write_atomically(directory / SENTENCEPIECE_MODEL, model)
-            _write_atomically(directory / SENTENCEPIECE_VOCAB, "".join(pieces).encode("utf-8"))
+            write_atomically(directory / SENTENCEPIECE_MODEL, model)
+            write_atomically(directory / SENTENCEPIECE_VOCAB, "".join(pieces).encode("utf-8"))
             meta["model_file"] = SENTENCEPIECE_MODEL
         else:
             vocab = self._options["vocab"]
-            _write_atomically(directory / WORDPIECE_VOCAB, "".join(f"{token}\n" for token in vocab).encode("utf-8"))
+            write_atomically(directory / WORDPIECE_VOCAB, "".join(f"{token}\n" for token in vocab).encode("utf-8"))
             meta.update(
                 vocab_file=WORDPIECE_VOCAB,
                 lower_case=self._options["lower_case"],
@@ -178,7 +179,7 @@ class Tokenizer(tf.Module):
             )
         meta["special_tokens"] = list(self.special_tokens)
         meta.update(extra or {})
-        _write_atomically(directory / TOKENIZER_JSON, (json.dumps(meta, indent=2) + "\n").encode("utf-8"))
+        write_atomically(directory / TOKENIZER_JSON, (json.dumps(meta, indent=2) + "\n").encode("utf-8"))
         return directory
 
     # ----------------------------------------------------------------------------------------- the ops
@@ -413,9 +414,3 @@ class _BytesSink:
 
     def getvalue(self) -> bytes:
         return b"".join(self._parts)
-
-
-def _write_atomically(path: pathlib.Path, data: bytes):
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_bytes(data)
-    os.replace(temporary, path)

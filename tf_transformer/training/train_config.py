@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-import json
-from typing import Any, Mapping, Optional
+from typing import Optional
 
-from tf_transformer.config import ConfigError
-from tf_transformer.files import write_text_atomically
+from tf_transformer.config import ConfigError, JsonConfig, unknown_option
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(JsonConfig):
     """Settings of a training run, validated on creation and saved as `train_config.json`.
 
     Attributes:
@@ -59,27 +57,8 @@ class TrainConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"{name}: must be an integer >= 0, got {value!r}. Fix: set {name} >= 0.")
         if self.strategy not in STRATEGIES:
-            raise ConfigError(f"strategy: unknown option {self.strategy!r}. Fix: use one of {', '.join(STRATEGIES)}.")
+            raise ConfigError(unknown_option("strategy", self.strategy, STRATEGIES))
         if self.mixed_precision not in PRECISIONS:
-            raise ConfigError(
-                f"mixed_precision: unknown option {self.mixed_precision!r}. Fix: use one of {', '.join(PRECISIONS)}."
-            )
+            raise ConfigError(unknown_option("mixed_precision", self.mixed_precision, PRECISIONS))
         if self.seed is not None and (not isinstance(self.seed, int) or isinstance(self.seed, bool)):
             raise ConfigError(f"seed: must be an integer or null, got {self.seed!r}. Fix: set seed=42 or null.")
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "TrainConfig":
-        known = {field.name for field in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ConfigError(f"{unknown[0]}: not a TrainConfig field. Fix: use one of {', '.join(sorted(known))}.")
-        return cls(**values)
-
-    def to_json(self, path=None) -> str:
-        text = json.dumps(self.to_dict(), indent=2) + "\n"
-        if path is not None:
-            write_text_atomically(path, text)
-        return text

@@ -17,7 +17,6 @@ import tensorflow as tf
 from tf_transformer import data as data_lib
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.data.vocab import TOKENIZER_JSON
-from tf_transformer.files import write_text_atomically
 from tf_transformer.models import Transformer
 from tf_transformer.training.callbacks import CheckpointEveryEpoch, StopAtStep, TrainingDiverged, TrainingMonitor
 from tf_transformer.training.losses import MaskedCrossEntropy
@@ -196,9 +195,9 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
 
     if is_chief:
         resolved.to_json(model_dir / CONFIG_FILE)
-        write_text_atomically(model_dir / DATA_CONFIG_FILE, json.dumps(data_config.to_dict(), indent=2) + "\n")
+        data_config.to_json(model_dir / DATA_CONFIG_FILE)
         train_config.to_json(model_dir / TRAIN_CONFIG_FILE)
-        write_text_atomically(model_dir / DATA_REPORT_FILE, json.dumps(report.to_dict(), indent=2) + "\n")
+        report.to_json(model_dir / DATA_REPORT_FILE)
 
     replicas = strategy.num_replicas_in_sync
     if start_step >= train_config.train_steps:
