@@ -10,7 +10,7 @@ model.compile(optimizer=tft.make_optimizer(config),
 
 __version__ = "0.1.0"
 
-from tf_transformer import data, layers
+from tf_transformer import data, decoding, layers
 from tf_transformer.config import ConfigError, TransformerConfig, list_presets
 from tf_transformer.models import SequenceClassifier, Transformer
 from tf_transformer.training import MaskedAccuracy, MaskedCrossEntropy, WarmupSchedule, make_loss, make_optimizer
@@ -24,6 +24,7 @@ __all__ = [
     "TransformerConfig",
     "WarmupSchedule",
     "data",
+    "decoding",
     "layers",
     "list_presets",
     "make_loss",

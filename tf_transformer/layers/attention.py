@@ -206,11 +206,13 @@ class MultiHeadAttention(keras.layers.Layer):
 def _write_at(cache, update, index):
     """`cache` `[batch, max_len, ...]` with `update` `[batch, n, ...]` written at positions index..index+n-1.
 
-    A select over the cache rather than a scatter keeps one graph for eager, tf.function and XLA.
+    A gather and a select rather than a scatter or a pad: the index may be a loop variable, and XLA accepts
+    dynamic gather indices where it needs compile-time pad sizes. One graph for eager, tf.function and XLA.
     """
     max_length, length = tf.shape(cache)[1], tf.shape(update)[1]
-    padding = [[0, 0], [index, max_length - index - length]] + [[0, 0]] * (len(update.shape) - 2)
     positions = tf.range(max_length)
     written = (positions >= index) & (positions < index + length)
     written = tf.reshape(written, [1, -1] + [1] * (len(update.shape) - 2))
-    return tf.where(written, tf.pad(update, padding), cache)
+    # Row j of the cache takes row j - index of the update.
+    spread = tf.gather(update, tf.clip_by_value(positions - index, 0, length - 1), axis=1)
+    return tf.where(written, spread, cache)

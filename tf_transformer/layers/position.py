@@ -67,11 +67,14 @@ def position_slice(table, inputs, start_index, max_length):
             f"sequence of length {start_index + length} is longer than max_length={max_length}. "
             "Fix: truncate the inputs or raise the config's max_length."
         )
-    length = tf.shape(inputs)[1]
+    dynamic_length = tf.shape(inputs)[1]
     check = tf.debugging.assert_less_equal(
-        start_index + length,
+        start_index + dynamic_length,
         max_length,
         message=f"a sequence is longer than max_length={max_length}: truncate it or raise max_length",
     )
     with tf.control_dependencies([check]):
-        return table[start_index : start_index + length][tf.newaxis]
+        # A static size where there is one: with a tensor start_index, table[start:start + length] loses it,
+        # and XLA then runs the whole decoder step on max_length positions.
+        size = length if length is not None else dynamic_length
+        return tf.slice(table, [start_index, 0], [size, -1])[tf.newaxis]

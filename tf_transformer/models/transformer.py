@@ -130,6 +130,8 @@ class Transformer(keras.Model):
 
     def init_cache(self, memory, max_length):
         """Per-layer decoder caches for up to `max_length` target tokens (cross-attention keys computed once)."""
+        if not self.built:
+            self.build()  # the cache needs the attention weights, which a first call would otherwise create
         return self.decoder.init_cache(memory, max_length)
 
     def decode(

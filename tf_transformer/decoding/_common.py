@@ -1,0 +1,177 @@
+"""Pieces shared by the decoders: output lengths, token constraints, the length penalty, fixed-shape writes.
+
+Every decoder is a `tf.while_loop` whose loop variables keep one shape from the first step to the last, so
+the same code runs eagerly, in a `tf.function` (also with an unknown batch and source length) and under
+XLA (`jit_compile=True`), and saves in a SavedModel.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import NamedTuple
+
+import tensorflow as tf
+
+# The score of an impossible token or hypothesis: finite, so that sums and the length-penalty division
+# never produce NaN (the model's masks use the same convention). Anything below NEG_INF / 2 is "dead".
+NEG_INF = -1e9
+
+
+class LengthPlan(NamedTuple):
+    """How long the outputs may be.
+
+    buffer_length: width of the output and self-attention cache buffers (a Python int when it is known
+        while tracing, which XLA needs; else an int32 scalar tensor).
+    caps: int32 `[batch]`, the most tokens (EOS included) each sentence may emit; EOS is forced at the last.
+    num_steps: int32 scalar, the loop bound: the largest cap.
+    """
+
+    buffer_length: object
+    caps: tf.Tensor
+    num_steps: tf.Tensor
+
+
+def is_int(value) -> bool:
+    """A Python or NumPy integer, not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_length_arguments(max_decode_length, extra_decode_length):
+    """ValueErrors that name the argument and the fix, raised before anything is traced."""
+    if not is_int(extra_decode_length) or extra_decode_length < 0:
+        raise ValueError(
+            f"extra_decode_length: must be an int >= 0, got {extra_decode_length!r}. "
+            "Fix: use e.g. 50 (the paper's input length + 50)."
+        )
+    if max_decode_length is not None and not tf.is_tensor(max_decode_length):
+        if not is_int(max_decode_length) or max_decode_length < 1:
+            raise ValueError(
+                f"max_decode_length: must be None, an int >= 1 or an int scalar tensor, "
+                f"got {max_decode_length!r}. "
+                "Fix: pass None to use the source length + extra_decode_length."
+            )
+
+
+def as_source_ids(source_ids):
+    """int32 `[batch, source_len]` source ids (numpy int64 arrays are common)."""
+    source_ids = tf.convert_to_tensor(source_ids)
+    if source_ids.dtype != tf.int32:
+        source_ids = tf.cast(source_ids, tf.int32)
+    if source_ids.shape.rank is not None and source_ids.shape.rank != 2:
+        raise ValueError(
+            f"source_ids: expected int ids of shape [batch, source_len], got shape {source_ids.shape}. "
+            "Fix: add a batch dimension, e.g. source_ids[None]."
+        )
+    return source_ids
+
+
+def plan_lengths(config, source_ids, max_decode_length, extra_decode_length) -> LengthPlan:
+    """The output length rule shared by all decoders (see the package docstring)."""
+    batch_size = tf.shape(source_ids)[0]
+    if max_decode_length is not None:
+        if tf.is_tensor(max_decode_length):
+            buffer_length = tf.maximum(tf.minimum(tf.cast(max_decode_length, tf.int32), config.max_length), 1)
+        else:
+            buffer_length = max(min(int(max_decode_length), config.max_length), 1)
+        caps = tf.fill([batch_size], tf.cast(buffer_length, tf.int32))
+    else:
+        lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, config.pad_id), tf.int32), axis=1)
+        caps = tf.maximum(tf.minimum(lengths + int(extra_decode_length), config.max_length), 1)
+        # The buffers are sized from the padded source length: it is static under XLA, where a shape may not
+        # depend on the data, and equals the longest source whenever the batch was padded to its longest.
+        padded_length = source_ids.shape[1]
+        if padded_length is not None:
+            buffer_length = max(min(padded_length + int(extra_decode_length), config.max_length), 1)
+        else:
+            buffer_length = tf.maximum(tf.minimum(tf.shape(source_ids)[1] + extra_decode_length, config.max_length), 1)
+    num_steps = tf.reduce_max(tf.concat([caps, [0]], axis=0))  # 0 for an empty batch
+    return LengthPlan(buffer_length, caps, num_steps)
+
+
+def allowed_tokens(config, step, caps):
+    """Boolean `[batch, vocab]`: which tokens may be emitted at `step`.
+
+    Padding is never emitted (id 0 marks the end of an output, and a fed-back 0 would be masked out by the
+    full forward pass but not by the cache). At a sentence's last allowed position only EOS is allowed, so
+    every output ends with EOS within its cap.
+    """
+    vocab = tf.range(config.output_vocab_size)
+    at_cap = step >= caps - 1  # [batch]
+    return tf.where(
+        at_cap[:, tf.newaxis],
+        tf.equal(vocab, config.eos_id)[tf.newaxis],
+        tf.not_equal(vocab, config.pad_id)[tf.newaxis],
+    )
+
+
+def length_penalty(length, alpha):
+    """Wu et al. (2016): ((5 + length) / 6) ** alpha, float32; `length` counts emitted tokens with EOS."""
+    return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, float(alpha))
+
+
+def output_lengths(ids, pad_id=0):
+    """Number of emitted tokens (EOS included) of ids `[..., T]` written by the decoders."""
+    return tf.reduce_sum(tf.cast(tf.not_equal(ids, pad_id), tf.int32), axis=-1)
+
+
+def write_column(buffer, column, values):
+    """`buffer` `[..., T]` with `values` `[...]` at position `column`: a select, so shapes never change."""
+    positions = tf.range(tf.shape(buffer)[-1])
+    return tf.where(tf.equal(positions, column), values[..., tf.newaxis], buffer)
+
+
+def keep_shapes(new, old):
+    """`new` with the static shapes of `old`: a layer may lose a static size, and a loop variable may not."""
+
+    def restore(new_tensor, old_tensor):
+        if new_tensor.shape == old_tensor.shape:
+            return new_tensor
+        return tf.ensure_shape(new_tensor, old_tensor.shape)
+
+    return tf.nest.map_structure(restore, new, old)
+
+
+def decode_one_hypothesis(model, source_ids, select, max_decode_length, extra_decode_length):
+    """The loop shared by greedy search and sampling: one hypothesis per sentence, cached, early stop.
+
+    Args:
+        select: `(log_probs [batch, vocab] float32, allowed [batch, vocab] bool, step) -> int32 [batch]`.
+
+    Returns:
+        ids int32 `[batch, buffer_length]`, scores float32 `[batch]` (sum of the model's log-probabilities
+        of the emitted tokens, EOS included).
+    """
+    config = model.config
+    source_ids = as_source_ids(source_ids)
+    plan = plan_lengths(config, source_ids, max_decode_length, extra_decode_length)
+    batch_size = tf.shape(source_ids)[0]
+
+    memory, memory_mask = model.encode(source_ids, training=False)
+    cache = model.init_cache(memory, plan.buffer_length)
+
+    def body(step, tokens, cache, ids, scores, finished):
+        logits, new_cache = model.decode(
+            tokens[:, tf.newaxis], None, memory_mask, training=False, cache=cache, decode_index=step
+        )
+        log_probs = tf.nn.log_softmax(tf.cast(logits[:, -1], tf.float32), axis=-1)  # [batch, vocab]
+        chosen = select(log_probs, allowed_tokens(config, step, plan.caps), step)
+        chosen_log_prob = tf.gather(log_probs, chosen, batch_dims=1)
+        chosen = tf.where(finished, config.pad_id, chosen)
+        scores = scores + tf.where(finished, 0.0, chosen_log_prob)
+        ids = write_column(ids, step, chosen)
+        finished = finished | tf.equal(chosen, config.eos_id)
+        return step + 1, chosen, keep_shapes(new_cache, cache), ids, scores, finished
+
+    def cond(step, tokens, cache, ids, scores, finished):
+        return (step < plan.num_steps) & tf.logical_not(tf.reduce_all(finished))
+
+    initial = (
+        tf.constant(0),
+        tf.fill([batch_size], tf.constant(config.bos_id, tf.int32)),
+        cache,
+        tf.zeros([batch_size, plan.buffer_length], tf.int32),
+        tf.zeros([batch_size], tf.float32),
+        tf.zeros([batch_size], tf.bool),
+    )
+    _, _, _, ids, scores, _ = tf.while_loop(cond, body, initial)
+    return ids, scores

@@ -1,0 +1,224 @@
+"""Beam search with the GNMT length penalty, n-best lists and early stopping, over a cached decoder."""
+
+from __future__ import annotations
+
+import numbers
+
+import tensorflow as tf
+
+from tf_transformer.decoding import _common
+from tf_transformer.decoding.greedy import greedy_decode
+
+
+def beam_search(
+    model,
+    source_ids,
+    beam_size=4,
+    length_penalty=0.6,
+    max_decode_length=None,
+    extra_decode_length=50,
+    n_best=1,
+):
+    """Beam search (the paper: beam 4, alpha 0.6), returning the `n_best` best hypotheses per sentence.
+
+    The search: the encoder runs once and its output, mask and decoder cache are tiled to
+    `batch * beam_size` rows. Each step scores all `beam_size * vocab` extensions of the alive hypotheses
+    with one `tf.math.top_k` over `[batch, beam_size * vocab]` log-probabilities and keeps `2 * beam_size`
+    candidates. Candidates ending in EOS that rank within the first `beam_size` move to a separate
+    finished set (kept sorted, `beam_size` entries, scored with the length penalty); the `beam_size` best
+    other candidates stay alive, ranked by their log-probability, and the self-attention caches follow
+    them (`tf.gather` by parent beam). Hypotheses are therefore always distinct.
+
+    Scores: `log_prob_sum / ((5 + length) / 6) ** length_penalty` (Wu et al., 2016), where length counts
+    the emitted tokens including EOS and log_prob_sum is the sum of their log-probabilities.
+
+    Early stop: a sentence is done when it has `n_best` finished hypotheses and no alive one can beat the
+    `n_best`-th: with `length_penalty >= 0` an alive hypothesis can at best keep its log-probability and
+    reach the largest penalty, so its bound is `alive_log_prob / ((5 + cap) / 6) ** alpha`, with `cap` the
+    sentence's length limit. Finished sets of done sentences are frozen, so a sentence's result does not
+    depend on the others in the batch. The loop ends when every sentence is done or all steps are used.
+    As hypotheses at the length limit are given EOS, every sentence normally finishes; if one finished
+    nothing, its alive hypotheses are returned instead.
+
+    `beam_size=1` is greedy search: the single hypothesis in the beam is extended by the best token until
+    it emits EOS; its score is the greedy log-probability sum with the length penalty applied.
+
+    Works eagerly, in `tf.function` (also with `input_signature=[tf.TensorSpec([None, None], tf.int32)]`)
+    and under `jit_compile=True`; wrap it in a `tf.function` for speed.
+
+    Args:
+        model: a `Transformer` (anything with `encode`, `init_cache`, `decode` and `config`).
+        source_ids: int `[batch, source_len]`, 0 = padding.
+        beam_size: hypotheses kept per sentence, >= 1.
+        length_penalty: alpha >= 0; 0 ranks by the raw log-probability sum.
+        max_decode_length: the most output tokens (EOS included) per sentence, an int or an int scalar
+            tensor; None means the sentence's source length (non-padding tokens) + `extra_decode_length`.
+            Always capped at `model.config.max_length`.
+        extra_decode_length: see `max_decode_length` (the paper: input length + 50).
+        n_best: hypotheses returned per sentence, 1 <= n_best <= beam_size.
+
+    Returns:
+        `(ids, scores)`: ids int32 `[batch, n_best, T]`, best first, without BOS, ending with EOS, 0 after
+        it; scores float32 `[batch, n_best]`, non-increasing. T is `max_decode_length` (capped at
+        `config.max_length`) if given, else `min(source_ids.shape[1] + extra_decode_length,
+        config.max_length)`. A hypothesis that reaches its cap gets EOS as its last token. If fewer than
+        `n_best` hypotheses exist (a cap of 1 token), the missing ones are all 0 with score -inf.
+
+    Raises:
+        ValueError: beam_size < 1, n_best outside [1, beam_size], or length_penalty < 0.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import tf_transformer as tft
+    >>> from tf_transformer.decoding import beam_search
+    >>> config = tft.TransformerConfig(vocab_size=40, d_model=32, d_ff=64, num_heads=4,
+    ...     num_encoder_layers=2, num_decoder_layers=2, max_length=64, dropout=0.0)
+    >>> model = tft.Transformer(config)
+    >>> ids, scores = beam_search(model, np.array([[5, 6, 7, 2]]), beam_size=3, n_best=2, max_decode_length=5)
+    >>> ids.shape, scores.shape
+    (TensorShape([1, 2, 5]), TensorShape([1, 2]))
+
+    References: Vaswani et al., "Attention Is All You Need", 2017, https://arxiv.org/abs/1706.03762;
+    Wu et al., "Google's Neural Machine Translation System", 2016, https://arxiv.org/abs/1609.08144
+    """
+    _check_beam_arguments(beam_size, length_penalty, n_best)
+    _common.check_length_arguments(max_decode_length, extra_decode_length)
+    beam_size, n_best, length_penalty = int(beam_size), int(n_best), float(length_penalty)
+    if beam_size == 1:
+        ids, log_probs = greedy_decode(model, source_ids, max_decode_length, extra_decode_length)
+        scores = log_probs / _common.length_penalty(_common.output_lengths(ids, model.config.pad_id), length_penalty)
+        return ids[:, tf.newaxis], scores[:, tf.newaxis]
+    return _beam_search_loop(
+        model, source_ids, beam_size, length_penalty, max_decode_length, extra_decode_length, n_best
+    )
+
+
+def _check_beam_arguments(beam_size, length_penalty, n_best):
+    if not _common.is_int(beam_size) or beam_size < 1:
+        raise ValueError(f"beam_size: must be an int >= 1, got {beam_size!r}. Fix: use e.g. beam_size=4.")
+    if not _common.is_int(n_best) or not 1 <= n_best <= beam_size:
+        raise ValueError(
+            f"n_best: must be an int in [1, beam_size={beam_size}], got {n_best!r}. "
+            "Fix: lower n_best or raise beam_size (the n-best list comes from the beam)."
+        )
+    if not isinstance(length_penalty, numbers.Real) or isinstance(length_penalty, bool) or length_penalty < 0:
+        raise ValueError(
+            f"length_penalty: alpha must be a number >= 0, got {length_penalty!r}. "
+            "Fix: use 0 for raw log-probabilities or e.g. 0.6 (the paper)."
+        )
+
+
+def _tile_beams(tensor, beam_size):
+    """`[batch, ...]` -> `[batch * beam_size, ...]`, row b * beam_size + j for beam j of sentence b."""
+    return tf.repeat(tensor, beam_size, axis=0)
+
+
+def _reorder_cache(cache, rows):
+    """The cache rows of the chosen parent beams. Cross-attention keys and values are the same for every
+    beam of a sentence, so they are left as they are (gathering them would only cost memory traffic)."""
+    if isinstance(cache, dict):
+        return {key: value if key == "cross" else _reorder_cache(value, rows) for key, value in cache.items()}
+    if isinstance(cache, (list, tuple)):
+        return type(cache)(_reorder_cache(value, rows) for value in cache)
+    return tf.gather(cache, rows, axis=0)
+
+
+def _beam_search_loop(model, source_ids, beam_size, alpha, max_decode_length, extra_decode_length, n_best):
+    """The beam search proper, for any beam_size >= 1 (beam_search routes beam_size=1 to greedy)."""
+    config = model.config
+    vocab_size = config.output_vocab_size
+    source_ids = _common.as_source_ids(source_ids)
+    plan = _common.plan_lengths(config, source_ids, max_decode_length, extra_decode_length)
+    batch_size = tf.shape(source_ids)[0]
+    caps = plan.caps
+    max_penalty = _common.length_penalty(caps, alpha)  # [batch]; the largest penalty, as alpha >= 0
+
+    memory, memory_mask = model.encode(source_ids, training=False)
+    cache = tf.nest.map_structure(lambda t: _tile_beams(t, beam_size), model.init_cache(memory, plan.buffer_length))
+    memory_mask = _tile_beams(memory_mask, beam_size)
+    # Row offset of each sentence's beams in the flattened [batch * beam_size] cache.
+    row_offsets = (tf.range(batch_size) * beam_size)[:, tf.newaxis]
+    ranks = tf.range(2 * beam_size)[tf.newaxis]
+
+    def body(step, tokens, cache, alive_ids, alive_log_probs, finished_ids, finished_scores, finished_flags, done):
+        logits, new_cache = model.decode(
+            tf.reshape(tokens, [-1, 1]), None, memory_mask, training=False, cache=cache, decode_index=step
+        )
+        log_probs = tf.nn.log_softmax(tf.cast(logits[:, -1], tf.float32), axis=-1)
+        log_probs = tf.reshape(log_probs, [batch_size, beam_size, vocab_size])
+        allowed = _common.allowed_tokens(config, step, caps)[:, tf.newaxis]  # [batch, 1, vocab]
+        log_probs = tf.where(allowed, log_probs, _common.NEG_INF)
+
+        # The 2 * beam_size best extensions: at most beam_size of them end in EOS (one per beam), so at
+        # least beam_size remain to continue.
+        candidates = tf.reshape(alive_log_probs[:, :, tf.newaxis] + log_probs, [batch_size, beam_size * vocab_size])
+        top_log_probs, top_index = tf.math.top_k(candidates, k=2 * beam_size)
+        top_beams = top_index // vocab_size
+        top_tokens = top_index % vocab_size
+        top_ids = _common.write_column(tf.gather(alive_ids, top_beams, batch_dims=1), step, top_tokens)
+        ends = tf.equal(top_tokens, config.eos_id)
+        live = top_log_probs > _common.NEG_INF / 2
+
+        # Alive: the beam_size best candidates that do not end in EOS, ranked by log-probability.
+        alive_candidates = tf.where(ends, _common.NEG_INF, top_log_probs)
+        alive_log_probs, picked = tf.math.top_k(alive_candidates, k=beam_size)
+        alive_ids = tf.gather(top_ids, picked, batch_dims=1)
+        tokens = tf.gather(top_tokens, picked, batch_dims=1)
+        rows = tf.reshape(row_offsets + tf.gather(top_beams, picked, batch_dims=1), [-1])
+        new_cache = _reorder_cache(new_cache, rows)
+
+        # Finished: EOS candidates within the beam (the first beam_size ranks), merged into the sorted set.
+        # Existing entries come first, so a tie keeps them; done sentences take no more hypotheses.
+        new_finished = ends & live & (ranks < beam_size) & tf.logical_not(done)[:, tf.newaxis]
+        new_scores = tf.where(new_finished, top_log_probs / _common.length_penalty(step + 1, alpha), _common.NEG_INF)
+        finished_scores, kept = tf.math.top_k(tf.concat([finished_scores, new_scores], axis=1), k=beam_size)
+        finished_ids = tf.gather(tf.concat([finished_ids, top_ids], axis=1), kept, batch_dims=1)
+        finished_flags = tf.gather(tf.concat([finished_flags, new_finished], axis=1), kept, batch_dims=1)
+
+        # Done: n_best finished and no alive hypothesis can beat the n_best-th, or the length limit reached.
+        enough = tf.reduce_sum(tf.cast(finished_flags, tf.int32), axis=1) >= n_best
+        best_possible = alive_log_probs[:, 0] / max_penalty
+        done = done | (enough & (best_possible <= finished_scores[:, n_best - 1])) | (step + 1 >= caps)
+        return (
+            step + 1,
+            tokens,
+            _common.keep_shapes(new_cache, cache),
+            alive_ids,
+            alive_log_probs,
+            finished_ids,
+            finished_scores,
+            finished_flags,
+            done,
+        )
+
+    def cond(step, *state):
+        return (step < plan.num_steps) & tf.logical_not(tf.reduce_all(state[-1]))
+
+    # Only the first beam is live at the start: the others would duplicate it.
+    first_beam_only = tf.where(tf.range(beam_size) == 0, 0.0, _common.NEG_INF)
+    empty_ids = tf.zeros([batch_size, beam_size, plan.buffer_length], tf.int32)
+    initial = (
+        tf.constant(0),
+        tf.fill([batch_size, beam_size], tf.constant(config.bos_id, tf.int32)),
+        cache,
+        empty_ids,
+        tf.tile(first_beam_only[tf.newaxis], [batch_size, 1]),
+        empty_ids,
+        tf.fill([batch_size, beam_size], tf.constant(_common.NEG_INF, tf.float32)),
+        tf.zeros([batch_size, beam_size], tf.bool),
+        tf.zeros([batch_size], tf.bool),
+    )
+    _, _, _, alive_ids, alive_log_probs, finished_ids, finished_scores, finished_flags, _ = tf.while_loop(
+        cond, body, initial
+    )
+
+    # A sentence that finished nothing returns its alive hypotheses, scored at the length they reached.
+    has_finished = tf.reduce_any(finished_flags, axis=1)
+    alive_scores = alive_log_probs / _common.length_penalty(_common.output_lengths(alive_ids, config.pad_id), alpha)
+    ids = tf.where(has_finished[:, tf.newaxis, tf.newaxis], finished_ids, alive_ids)
+    scores = tf.where(has_finished[:, tf.newaxis], finished_scores, alive_scores)
+    valid = tf.where(has_finished[:, tf.newaxis], finished_flags, alive_log_probs > _common.NEG_INF / 2)
+    ids = tf.where(valid[:, :, tf.newaxis], ids, config.pad_id)[:, :n_best]
+    scores = tf.where(valid, scores, float("-inf"))[:, :n_best]
+    return ids, scores
