@@ -1,6 +1,5 @@
 """model.fit learns a generated reversal task with the package's optimizer, loss and metric."""
 
-
 import keras
 import numpy as np
 import pytest
