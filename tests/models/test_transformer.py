@@ -224,7 +224,11 @@ def test_compiled_model_round_trip_keeps_optimizer_loss_and_metric(tmp_path):
     loaded = keras.models.load_model(tmp_path / "model.keras")
     assert int(loaded.optimizer.iterations) == int(model.optimizer.iterations) == 1
     assert isinstance(loaded.optimizer._learning_rate, tft.WarmupSchedule)
-    np.testing.assert_allclose(loaded.evaluate(x, y, verbose=0), model.evaluate(x, y, verbose=0), rtol=1e-6)
+    for saved, restored in zip(model.optimizer.variables, loaded.optimizer.variables, strict=True):
+        np.testing.assert_array_equal(restored.numpy(), saved.numpy())  # Adam's moments come back
+    assert loaded.loss.get_config() == model.loss.get_config()
+    logits = loaded(x, training=False)
+    np.testing.assert_allclose(loaded.loss(y, logits), model.loss(y, model(x, training=False)), rtol=1e-6)
 
 
 @pytest.fixture(params=["mixed_bfloat16", "mixed_float16"])
@@ -255,6 +259,6 @@ def test_mixed_precision_keeps_softmax_and_loss_in_float32_without_nan(mixed_pol
     model.compile(
         optimizer=tft.make_optimizer(config), loss=tft.MaskedCrossEntropy(0.1), metrics=[tft.MaskedAccuracy()]
     )
-    history = model.fit((source, target), target, epochs=2, verbose=0)
+    history = model.fit((source, target), target, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
     assert np.isfinite(model((source, target)).numpy()).all()
