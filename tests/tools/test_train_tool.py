@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+import tensorflow as tf
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TRAIN = str(ROOT / "tools" / "train.py")
@@ -59,7 +60,11 @@ def test_a_killed_run_resumes_at_its_checkpoint_and_stops_at_train_steps(tmp_pat
     assert json.loads(config_before)["vocab_size"] <= 500
     for name in ("data_config.json", "train_config.json", "data_report.json", "vocab/tokenizer.json"):
         assert (model_dir / name).is_file(), name
-    assert list((model_dir / "logs").rglob("events.out.tfevents.*")), "TensorBoard logs are written"
+    tags = set()
+    for events in (model_dir / "logs").rglob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(events)):
+            tags.update(value.tag for value in event.summary.value)
+    assert {"learning_rate", "target_tokens_per_second", "epoch_loss"} <= tags, tags
 
     again = run(command)
     assert again.returncode == 0
