@@ -72,8 +72,9 @@ class Decoder(keras.layers.Layer):
         self.attention_window = attention_window
         self.layer_norm_epsilon = layer_norm_epsilon
         self.activation = activation
-        self.layers = [
-            DecoderLayer(
+        # Named attributes, not a list: tf.train.Checkpoint does not see sublayers Keras keeps in a list.
+        for index in range(num_layers):
+            layer = DecoderLayer(
                 d_model,
                 num_heads,
                 d_ff,
@@ -88,13 +89,17 @@ class Decoder(keras.layers.Layer):
                 name=f"layer_{index}",
                 dtype=self.dtype_policy,
             )
-            for index in range(num_layers)
-        ]
+            setattr(self, f"layer_{index}", layer)
         self.final_norm = (
             keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="final_norm", dtype=self.dtype_policy)
             if norm_first
             else None
         )
+
+    @property
+    def layers(self):
+        """The stacked layers, bottom first."""
+        return [getattr(self, f"layer_{index}") for index in range(self.num_layers)]
 
     def build(self, inputs_shape, memory_shape=None):
         for layer in self.layers:
