@@ -47,8 +47,10 @@ def test_a_killed_run_resumes_at_its_checkpoint_and_stops_at_train_steps(tmp_pat
         time.sleep(0.2)
     process.send_signal(signal.SIGKILL)  # kill -9: no cleanup, no final save
     process.wait(timeout=30)
+    # 20 normally; 10 when the kill came mid-save, after the files but before the index moved to them:
+    # then the previous checkpoint is still the latest, which is the point of writing the index last.
     saved = latest_step(model_dir)
-    assert 20 <= saved < 60
+    assert saved in (10, 20)
     config_before = (model_dir / "config.json").read_text()
 
     resumed = run(command)

@@ -118,4 +118,11 @@ def trim_padding(ids):
     return ids[..., : used[-1] + 1 if used.size else 0]
 
 
-__all__ = ["DecodeResult", "METHODS", "beam_search", "greedy_decode", "sample_decode", "translate", "trim_padding"]
+__all__ = [
+    "DecodeResult", "METHODS", "TextTranslator", "beam_search", "greedy_decode", "sample_decode", "translate",
+    "translate_texts", "trim_padding",
+]  # fmt: skip
+
+
+# After translate: text.py builds on it.
+from tf_transformer.decoding.text import TextTranslator, translate_texts  # noqa: E402

@@ -1,0 +1,156 @@
+"""Loading a model directory's checkpoints and averaging the last N: real weights, clear errors."""
+
+import gzip
+import json
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_transformer as tft
+from tf_transformer.checkpoints import average_checkpoints, load_translation_model
+from tf_transformer.data import train_sentencepiece
+from tf_transformer.training.optimizer import make_optimizer
+
+
+def tiny_config(vocab_size, **changes):
+    return tft.TransformerConfig(
+        vocab_size=vocab_size, d_model=16, d_ff=32, num_heads=2, num_encoder_layers=1, num_decoder_layers=1,
+        max_length=32, dropout=0.0, **changes,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory, multi30k_dir):
+    """A model directory as the trainer writes it, with three checkpoints (steps 10, 20, 30) of random weights.
+
+    Returns (path, {step: [trainable weights as numpy]}).
+    """
+    path = tmp_path_factory.mktemp("model_dir")
+    lines = []
+    for lang in ("en", "de"):
+        with gzip.open(multi30k_dir / f"train.{lang}.gz", "rt", encoding="utf-8") as handle:
+            lines += [next(handle).strip() for _ in range(100)]
+    tokenizer = train_sentencepiece(lines, path / "vocab", vocab_size=400, seed=0)
+    config = tiny_config(tokenizer.vocab_size)
+    config.to_json(path / "config.json")
+    # The trainer's checkpoint: model and optimizer (built with the model's trainable variables), numbered by step.
+    model = tft.Transformer(config)
+    model.build()
+    optimizer = make_optimizer(config)
+    optimizer.build(model.trainable_variables)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    manager = tf.train.CheckpointManager(checkpoint, str(path / "checkpoints"), max_to_keep=5)
+    rng = np.random.default_rng(0)
+    weights = {}
+    for step in (10, 20, 30):
+        for variable in model.trainable_variables:
+            variable.assign(rng.normal(size=variable.shape).astype(np.float32))
+        optimizer.iterations.assign(step)
+        manager.save(checkpoint_number=step)
+        weights[step] = [variable.numpy() for variable in model.trainable_variables]
+    return path, weights
+
+
+def trainable(model):
+    return [variable.numpy() for variable in model.trainable_variables]
+
+
+def test_loading_gives_the_checkpoints_weights(model_dir):
+    path, weights = model_dir
+    model, tokenizer, config = load_translation_model(path)  # the latest: step 30
+    assert config.vocab_size == tokenizer.vocab_size
+    assert len(model.trainable_variables) == len(weights[30]) > 10
+    for loaded, saved in zip(trainable(model), weights[30], strict=True):
+        np.testing.assert_array_equal(loaded, saved)
+    model, _, _ = load_translation_model(path, checkpoint=path / "checkpoints" / "ckpt-10")
+    for loaded, saved in zip(trainable(model), weights[10], strict=True):
+        np.testing.assert_array_equal(loaded, saved)
+
+
+def test_averaging_the_last_two_checkpoints_gives_the_mean_of_their_weights(model_dir, tmp_path):
+    path, weights = model_dir
+    output = tmp_path / "averaged"
+    averaged = average_checkpoints(path, num_checkpoints=2, output_dir=output)
+    assert averaged == str(output / "ckpt-30")
+    summary = json.loads((output / "averaged_checkpoints.json").read_text())
+    assert summary["steps"] == [20, 30] and summary["checkpoint"] == averaged
+    assert [p.rsplit("/", 1)[-1] for p in summary["averaged"]] == ["ckpt-20", "ckpt-30"]
+
+    expected = [(a.astype(np.float64) + b) / 2 for a, b in zip(weights[20], weights[30], strict=True)]
+    model, _, _ = load_translation_model(path, checkpoint=averaged)
+    for loaded, mean in zip(trainable(model), expected, strict=True):
+        np.testing.assert_allclose(loaded, mean, rtol=1e-6, atol=1e-7)
+    # The folder works too (its latest checkpoint), and averaging in memory gives the same weights.
+    from_folder, _, _ = load_translation_model(path, checkpoint=output)
+    in_memory, _, _ = load_translation_model(path, average_last=2)
+    for a, b, c in zip(trainable(model), trainable(from_folder), trainable(in_memory), strict=True):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
+
+
+def test_averaging_all_three_and_the_default_output_dir(model_dir, tmp_path):
+    path, weights = model_dir
+    copy = tmp_path / "copy"
+    shutil.copytree(path, copy)  # the checkpoint index holds relative paths: a moved model_dir still works
+    averaged = average_checkpoints(copy, num_checkpoints=3)
+    assert averaged == str(copy / "averaged" / "ckpt-30")
+    model, _, _ = load_translation_model(copy, checkpoint=averaged)
+    for loaded, *saved in zip(trainable(model), weights[10], weights[20], weights[30], strict=True):
+        np.testing.assert_allclose(loaded, np.mean(np.array(saved, np.float64), axis=0), rtol=1e-6, atol=1e-7)
+
+
+def test_too_few_checkpoints_is_an_error_that_says_how_many_there_are(model_dir):
+    path, _ = model_dir
+    with pytest.raises(ValueError, match=r"last 4 checkpoints.*has only 3 \(ckpt-10, ckpt-20, ckpt-30\)"):
+        average_checkpoints(path, num_checkpoints=4)
+    with pytest.raises(ValueError, match="num_checkpoints: must be an int >= 1"):
+        average_checkpoints(path, num_checkpoints=0)
+    with pytest.raises(ValueError, match="training checkpoint folder"):
+        average_checkpoints(path, num_checkpoints=2, output_dir=path / "checkpoints")
+
+
+def test_missing_pieces_are_named(model_dir, tmp_path):
+    path, _ = model_dir
+    with pytest.raises(FileNotFoundError, match="is not a folder"):
+        load_translation_model(tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError, match="config.json does not exist"):
+        load_translation_model(tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"ckpt-99\.index does not exist"):
+        load_translation_model(path, checkpoint=path / "checkpoints" / "ckpt-99")
+
+    no_checkpoints = tmp_path / "untrained"
+    no_checkpoints.mkdir()
+    shutil.copy(path / "config.json", no_checkpoints / "config.json")
+    with pytest.raises(FileNotFoundError, match="vocab"):
+        load_translation_model(no_checkpoints)
+    shutil.copytree(path / "vocab", no_checkpoints / "vocab")
+    with pytest.raises(FileNotFoundError, match="no checkpoints.*Fix: train first"):
+        load_translation_model(no_checkpoints)
+    with pytest.raises(FileNotFoundError, match="no checkpoints"):
+        average_checkpoints(no_checkpoints, num_checkpoints=1)
+
+
+def test_a_checkpoint_of_another_architecture_is_refused(model_dir, tmp_path):
+    path, _ = model_dir
+    other = tmp_path / "other"
+    shutil.copytree(path, other)
+    config = tft.TransformerConfig.from_json(other / "config.json")
+    config.replace(d_ff=48).to_json(other / "config.json")
+    with pytest.raises(ValueError, match="(?s)does not hold the weights of the model in config.json.*Fix"):
+        load_translation_model(other)
+    config.replace(num_decoder_layers=2).to_json(other / "config.json")
+    with pytest.raises(ValueError, match="(?s)does not hold the weights of the model in config.json.*Fix"):
+        average_checkpoints(other, num_checkpoints=2)
+
+
+def test_a_checkpoint_of_the_model_alone_loads_every_weight(model_dir, tmp_path):
+    # The stacks keep their layers as attributes, so tf.train.Checkpoint(model=model) holds every weight.
+    path, _ = model_dir
+    model, _, _ = load_translation_model(path)
+    model_only = tf.train.Checkpoint(model=model).write(str(tmp_path / "model_only"))
+    loaded, _, _ = load_translation_model(path, checkpoint=model_only)
+    assert len(loaded.weights) == len(model.weights)
+    for original, restored in zip(model.weights, loaded.weights, strict=True):
+        np.testing.assert_array_equal(restored.numpy(), original.numpy())

@@ -1,0 +1,158 @@
+"""tools/average_checkpoints.py, tools/translate.py and tools/evaluate.py as users run them, on a model trained
+for 4 steps with tools/train.py (it translates badly: only the plumbing is tested, not the quality)."""
+
+import json
+import logging
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TOOLS = ROOT / "tools"
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+DECODING = ["--max_decode_length=8"]  # short outputs keep the untrained model fast
+
+
+def run(tool, *arguments, stdin=None, timeout=300):
+    command = [sys.executable, str(TOOLS / tool), *map(str, arguments)]
+    return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=timeout, env=ENV)
+
+
+def write_lines(path, lines):
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def corpus(small_corpus, tmp_path_factory):
+    """300 training and 20 validation pairs of the small corpus (less to read and tokenize)."""
+    folder = tmp_path_factory.mktemp("short_corpus")
+    files = {}
+    for name, count in (("train_en", 300), ("train_de", 300), ("valid_en", 20), ("valid_de", 20)):
+        lines = small_corpus[name].read_text(encoding="utf-8").splitlines()[:count]
+        files[name] = write_lines(folder / name, lines)
+    return files
+
+
+@pytest.fixture(scope="module")
+def model_dir(corpus, tmp_path_factory):
+    path = tmp_path_factory.mktemp("translate_tools") / "run"
+    result = run(
+        "train.py", "--config=tiny", "--override=d_model=16", "--override=d_ff=32", "--override=num_heads=2",
+        "--override=num_encoder_layers=1", "--override=num_decoder_layers=1",
+        "--dataset=files", f"--train_source={corpus['train_en']}", f"--train_target={corpus['train_de']}",
+        f"--valid_source={corpus['valid_en']}", f"--valid_target={corpus['valid_de']}", f"--model_dir={path}",
+        "--vocab_size=400", "--batch_tokens=512", "--seed=1", "--validation_batches=1",
+        "--train_steps=4", "--checkpoint_every=2", "--keep_checkpoints=5",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (path / "checkpoints" / "ckpt-4.index").is_file()
+    return path
+
+
+@pytest.fixture(scope="module")
+def averaged(model_dir):
+    result = run("average_checkpoints.py", f"--model_dir={model_dir}", "--num_checkpoints=2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    path = result.stdout.strip()
+    assert path == str(model_dir / "averaged" / "ckpt-4")
+    assert pathlib.Path(path + ".index").is_file()
+    summary = json.loads((model_dir / "averaged" / "averaged_checkpoints.json").read_text())
+    assert summary["steps"] == [2, 4]
+    return path
+
+
+@pytest.fixture(scope="module")
+def sources(corpus):
+    """Eight validation sentences with an empty and a blank line among them."""
+    lines = corpus["valid_en"].read_text(encoding="utf-8").splitlines()[:6]
+    return lines[:2] + [""] + lines[2:5] + ["   "] + lines[5:]
+
+
+def test_translate_reads_stdin_keeps_the_lines_and_matches_translate_texts(model_dir, averaged, sources):
+    result = run("translate.py", f"--model_dir={model_dir}", f"--checkpoint={averaged}", *DECODING,
+                 stdin="".join(line + "\n" for line in sources))  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.endswith("\n")
+    lines = result.stdout[:-1].split("\n")
+    assert len(lines) == len(sources)
+    assert lines[2] == "" and lines[6] == ""  # the empty and the blank input lines
+    assert all(lines[i] for i in (0, 1, 3, 4, 5, 7))  # 8 tokens of an untrained model: never all empty
+
+    from tf_transformer.checkpoints import load_translation_model
+    from tf_transformer.decoding.text import translate_texts
+
+    model, tokenizer, _ = load_translation_model(model_dir, checkpoint=averaged)
+    in_process = translate_texts(model, tokenizer, sources, max_decode_length=8)
+    assert [hypotheses[0][0] for hypotheses in in_process] == lines
+
+
+def test_translate_greedy_and_n_best(model_dir, sources, tmp_path):
+    source_file = write_lines(tmp_path / "sources.en", sources)
+    greedy = run(
+        "translate.py", f"--model_dir={model_dir}", "--method=greedy", *DECODING, stdin=source_file.read_text()
+    )
+    assert greedy.returncode == 0, greedy.stderr[-3000:]
+    assert len(greedy.stdout.splitlines()) == len(sources)
+
+    output = tmp_path / "n_best.txt"
+    n_best = run("translate.py", f"--model_dir={model_dir}", "--n_best=2", "--beam_size=3", *DECODING,
+                 f"--input={source_file}", f"--output={output}")  # fmt: skip
+    assert n_best.returncode == 0, n_best.stderr[-3000:]
+    assert n_best.stdout == ""
+    assert "100%" in n_best.stderr  # the progress bar, on stderr since the output is a file
+    lines = output.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2 * len(sources)
+    fields = [re.fullmatch(r"(\d+) \|\|\| (.*) \|\|\| (-?\d+\.\d+)", line) for line in lines]
+    assert all(fields), lines
+    assert [int(match.group(1)) for match in fields] == [i for i in range(len(sources)) for _ in range(2)]
+    for first, second in zip(fields[::2], fields[1::2], strict=True):
+        assert float(first.group(3)) >= float(second.group(3))  # best first
+    assert fields[4].group(2) == "" and fields[5].group(2) == ""  # sentence 2 is empty
+
+
+def test_evaluate_scores_a_hypothesis_file(corpus, tmp_path):
+    references = corpus["valid_de"].read_text(encoding="utf-8").splitlines()[:5]
+    hypotheses = write_lines(tmp_path / "hyp.de", [references[0], "", "ein Hund", references[3], "Hallo"])
+    reference_file = write_lines(tmp_path / "ref.de", references)
+    result = run("evaluate.py", f"--references={reference_file}", f"--hypotheses={hypotheses}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    scores = json.loads(result.stdout)
+    for key in ("bleu", "bleu_signature", "chrf", "chrf_signature", "tok_lower_bleu", "sentences"):
+        assert key in scores
+    assert scores["sentences"] == 5
+    for key in ("bleu", "chrf", "tok_lower_bleu"):
+        assert 0 < scores[key] < 100
+
+
+def test_tool_errors_are_one_clear_line(model_dir, tmp_path):
+    result = run("average_checkpoints.py", f"--model_dir={model_dir}", "--num_checkpoints=9")
+    assert result.returncode == 1
+    assert "error: num_checkpoints" in result.stderr and "has only 2" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_translate_texts_traces_once_and_keeps_the_input_order(model_dir, sources, caplog):
+    from tf_transformer.checkpoints import load_translation_model
+    from tf_transformer.decoding.text import TextTranslator
+
+    model, tokenizer, config = load_translation_model(model_dir)
+    translator = TextTranslator(model, tokenizer, method="greedy", batch_tokens=200, max_decode_length=6)
+    sentences = sources + [" ".join(["A dog runs across the green field."] * 30)]
+    too_long = sum(len(ids) > config.max_length - 1 for ids in tokenizer.tokenize(sentences).to_list())
+    assert too_long >= 1
+    progress = []
+    with caplog.at_level(logging.WARNING, logger="tf_transformer"):
+        results = translator(sentences, progress=lambda done, total: progress.append((done, total)))
+    assert f"{too_long} of 9 sentences have more than {config.max_length - 1} tokens" in caplog.text
+    assert len(progress) > 2 and progress[-1] == (9, 9)  # several batches of at most 200 source tokens
+    # A batch of one sentence decodes it without padding: the batched results are the same, in input order.
+    alone = [translator([sentence])[0] for sentence in sources]
+    assert [r[0][0] for r in results[:-1]] == [r[0][0] for r in alone]
+    assert [r[0][1] for r in results[:-1]] == pytest.approx([r[0][1] for r in alone], abs=1e-4)
+    assert results[2] == [("", 0.0)] and results[6] == [("", 0.0)]
+    assert translator.decode.experimental_get_tracing_count() == 1  # every batch shape ran the same graph

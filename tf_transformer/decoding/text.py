@@ -1,0 +1,212 @@
+"""Sentences in, translations out: tokenize, batch by source tokens, decode in one traced graph, detokenize.
+
+model, tokenizer, config = tf_transformer.checkpoints.load_translation_model("runs/multi30k_tiny")
+results = translate_texts(model, tokenizer, ["A dog runs.", "Two men talk."], beam_size=4)
+results[0]   # [("Ein Hund rennt.", -0.42)]: n_best (text, score) pairs, best first
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, List, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from tf_transformer.decoding import METHODS, translate
+from tf_transformer.decoding._common import is_int
+
+logger = logging.getLogger("tf_transformer")
+
+# Strings tokenized per op call (tf-text ops cost per call, so batches amortise that).
+_TOKENIZE_CHUNK = 1024
+
+
+class TextTranslator:
+    """Translates lists of sentences with one decoder, traced once (see `translate_texts` for the rules).
+
+    The decoder is a `tf.function` with `input_signature=[tf.TensorSpec([None, None], tf.int32)]`, traced
+    when the translator is created (so bad settings fail at once) and reused for every batch shape and
+    every call. Keep one translator to translate several inputs with the same settings.
+
+    Attributes:
+        decode: the `tf.function`: int32 source ids `[batch, source_len]` -> (ids `[batch, n_best, T]`,
+            scores `[batch, n_best]`), the `tf_transformer.decoding.translate` convention.
+    """
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        beam_size: int = 4,
+        length_penalty: float = 0.6,
+        n_best: int = 1,
+        method: str = "beam",
+        batch_tokens: int = 4096,
+        max_decode_length: Optional[int] = None,
+        extra_decode_length: int = 50,
+    ):
+        if method not in METHODS:
+            raise ValueError(f"method: unknown decoding method {method!r}. Fix: use one of {', '.join(METHODS)}.")
+        if not is_int(batch_tokens) or batch_tokens < 1:
+            raise ValueError(f"batch_tokens: must be an int >= 1, got {batch_tokens!r}. Fix: use e.g. 4096.")
+        if not is_int(n_best) or n_best < 1:
+            raise ValueError(f"n_best: must be an int >= 1, got {n_best!r}.")
+        if method != "beam" and n_best != 1:
+            raise ValueError(
+                f"n_best: {method} decoding gives one hypothesis, got n_best={n_best}. Fix: use method='beam'."
+            )
+        if method == "beam" and is_int(beam_size) and n_best > beam_size:
+            raise ValueError(
+                f"n_best: must be at most beam_size={beam_size}, got {n_best}. Fix: lower n_best or raise beam_size "
+                "(the n-best list comes from the beam)."
+            )
+        self.model = model
+        self.tokenizer = tokenizer
+        self.n_best = n_best
+        self.batch_tokens = batch_tokens
+        self.max_source_tokens = model.config.max_length - 1  # room for the EOS
+        settings = dict(
+            beam_size=beam_size,
+            length_penalty=length_penalty,
+            n_best=n_best,
+            max_decode_length=max_decode_length,
+            extra_decode_length=extra_decode_length,
+            method=method,
+        )
+
+        def decode(source_ids):
+            result = translate(model, source_ids, **settings)
+            return result.ids, result.scores
+
+        self.decode = tf.function(decode, input_signature=[tf.TensorSpec([None, None], tf.int32)])
+        self.decode.get_concrete_function()  # trace now: a bad setting (e.g. n_best > beam_size) fails here
+
+    def __call__(
+        self, sentences: Sequence[str], progress: Optional[Callable[[int, int], None]] = None
+    ) -> List[List[Tuple[str, float]]]:
+        """Translations of `sentences` in input order; see `translate_texts`."""
+        sentences = list(sentences)
+        for index, sentence in enumerate(sentences):
+            if not isinstance(sentence, str):
+                raise TypeError(f"sentences[{index}]: expected a str, got {type(sentence).__name__}.")
+        total = len(sentences)
+        sources = self._encode(sentences)
+        results: List[Optional[List[Tuple[str, float]]]] = [None] * total
+        pending = []
+        for index, source in enumerate(sources):
+            if len(source) == 1:  # no tokens: only the EOS
+                results[index] = [("", 0.0)] * self.n_best
+            else:
+                pending.append(index)
+        done = total - len(pending)
+        if progress is not None and done:
+            progress(done, total)
+        for batch in self._batches(pending, sources):
+            width = len(sources[batch[0]])  # the longest: sorted by length, longest first
+            source_ids = np.zeros((len(batch), width), np.int32)
+            for row, index in enumerate(batch):
+                source_ids[row, : len(sources[index])] = sources[index]
+            ids, scores = self.decode(tf.constant(source_ids))
+            texts = self.tokenizer.detokenize(tf.reshape(ids, [-1, tf.shape(ids)[-1]])).numpy()
+            texts = texts.reshape(len(batch), self.n_best)
+            scores = scores.numpy()
+            for row, index in enumerate(batch):
+                results[index] = [
+                    (texts[row, k].decode("utf-8", errors="replace"), float(scores[row, k])) for k in range(self.n_best)
+                ]
+            done += len(batch)
+            if progress is not None:
+                progress(done, total)
+        return results
+
+    def _encode(self, sentences: List[str]) -> List[np.ndarray]:
+        """Each sentence's source ids: its tokens (the first `max_length - 1`) + EOS, as training builds them."""
+        eos = np.array([self.model.config.eos_id], np.int32)
+        sources, truncated = [], 0
+        for start in range(0, len(sentences), _TOKENIZE_CHUNK):
+            tokens = self.tokenizer.tokenize(sentences[start : start + _TOKENIZE_CHUNK])
+            flat = tokens.flat_values.numpy()
+            ends = np.cumsum(tokens.row_lengths().numpy())
+            for row in np.split(flat, ends[:-1]) if len(ends) else []:
+                if len(row) > self.max_source_tokens:
+                    row, truncated = row[: self.max_source_tokens], truncated + 1
+                sources.append(np.concatenate([row.astype(np.int32), eos]))
+        if truncated:
+            logger.warning(
+                "%d of %d sentences have more than %d tokens (the model's max_length %d, less the EOS): "
+                "translated from their first %d tokens.",
+                truncated, len(sentences), self.max_source_tokens, self.model.config.max_length,
+                self.max_source_tokens,
+            )  # fmt: skip
+        return sources
+
+    def _batches(self, pending: List[int], sources: List[np.ndarray]) -> List[List[int]]:
+        """`pending` sorted longest first, cut into batches of at most `batch_tokens` padded source tokens
+        (at least one sentence each)."""
+        order = sorted(pending, key=lambda index: (-len(sources[index]), index))
+        batches, batch = [], []
+        for index in order:
+            width = len(sources[batch[0]]) if batch else len(sources[index])
+            if batch and (len(batch) + 1) * width > self.batch_tokens:
+                batches.append(batch)
+                batch = []
+            batch.append(index)
+        if batch:
+            batches.append(batch)
+        return batches
+
+
+def translate_texts(
+    model,
+    tokenizer,
+    sentences: Sequence[str],
+    beam_size: int = 4,
+    length_penalty: float = 0.6,
+    n_best: int = 1,
+    method: str = "beam",
+    batch_tokens: int = 4096,
+    max_decode_length: Optional[int] = None,
+    extra_decode_length: int = 50,
+    progress: Optional[Callable[[int, int], None]] = None,
+) -> List[List[Tuple[str, float]]]:
+    """Translates sentences with a trained `Transformer` and its `Tokenizer`.
+
+    Each sentence is tokenized and gets an EOS, as in training (source = tokens + [eos_id]); a sentence of
+    more than `config.max_length - 1` tokens is cut to its first `max_length - 1` tokens (a warning on the
+    "tf_transformer" logger says how many were). Sentences are sorted by length, longest first, and
+    batched by source tokens: a batch holds at most `batch_tokens` source positions, padding included
+    (each batch is padded to its longest sentence; a longer sentence gets a batch of its own). The decoder
+    runs in one `tf.function` traced once (`TextTranslator`); the output ids are detokenized with
+    `tokenizer`. A sentence without tokens (empty or blank) is not decoded: it gets `n_best` empty
+    translations with score 0.0.
+
+    Args:
+        model: a `Transformer` (e.g. from `tf_transformer.checkpoints.load_translation_model`).
+        tokenizer: its `tf_transformer.data.Tokenizer`.
+        sentences: str sentences, one per translation.
+        beam_size, length_penalty, n_best, method, max_decode_length, extra_decode_length: as in
+            `tf_transformer.decoding.translate` (the paper: beam 4, alpha 0.6, source length + 50).
+        batch_tokens: source tokens per batch (padding included).
+        progress: called as `progress(done, total)` (sentences) after each batch.
+
+    Returns:
+        One list per sentence, in input order, of `n_best` `(text, score)` pairs, best first; scores as
+        `translate` gives them (length-penalised log-probability for beam search).
+
+    Raises:
+        ValueError: a bad setting (unknown method, n_best > 1 without beam search, n_best > beam_size, ...).
+        TypeError: a sentence that is not a str.
+    """
+    translator = TextTranslator(
+        model,
+        tokenizer,
+        beam_size=beam_size,
+        length_penalty=length_penalty,
+        n_best=n_best,
+        method=method,
+        batch_tokens=batch_tokens,
+        max_decode_length=max_decode_length,
+        extra_decode_length=extra_decode_length,
+    )
+    return translator(sentences, progress=progress)
