@@ -30,7 +30,7 @@ from tf_transformer.models import Transformer
 
 logger = logging.getLogger("tf_transformer")
 
-# The model directory's layout (the names tf_transformer.training.trainer writes).
+# The model directory's layout, shared with the trainer that writes it (tf_transformer.training.trainer).
 CONFIG_FILE = "config.json"
 VOCAB_DIR = "vocab"
 CHECKPOINT_DIR = "checkpoints"

@@ -31,9 +31,7 @@ def run(command, timeout=300):
 
 
 def latest_step(model_dir):
-    state = (model_dir / "checkpoints" / "checkpoint").read_text()
-    latest = [line for line in state.splitlines() if line.startswith("model_checkpoint_path")][0]
-    return int(latest.split("ckpt-")[1].rstrip('"'))
+    return int(tf.train.latest_checkpoint(str(model_dir / "checkpoints")).rsplit("ckpt-", 1)[1])
 
 
 def test_a_killed_run_resumes_at_its_checkpoint_and_stops_at_train_steps(tmp_path, small_corpus):

@@ -15,6 +15,7 @@ import keras
 import tensorflow as tf
 
 from tf_transformer import data as data_lib
+from tf_transformer.checkpoints import CHECKPOINT_DIR, CONFIG_FILE, VOCAB_DIR
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.data.vocab import TOKENIZER_JSON
 from tf_transformer.models import Transformer
@@ -27,12 +28,10 @@ from tf_transformer.training.train_config import TrainConfig
 
 logger = logging.getLogger("tf_transformer")
 
-CONFIG_FILE = "config.json"
+# The model directory's layout: the names the readers (tf_transformer.checkpoints) use, and the trainer's own.
 DATA_CONFIG_FILE = "data_config.json"
 TRAIN_CONFIG_FILE = "train_config.json"
 DATA_REPORT_FILE = "data_report.json"
-VOCAB_DIR = "vocab"
-CHECKPOINT_DIR = "checkpoints"
 
 # Model-config fields a restart may change: the vocabulary size is resolved from the built vocabulary, and
 # training hyperparameters (e.g. a lower learning rate after a divergence) do not change the weights' shapes.
