@@ -4,8 +4,9 @@ import itertools
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
-from tf_transformer.decoding import beam_search, greedy_decode
+from tf_transformer.decoding import _common, beam_search, greedy_decode
 from tf_transformer.decoding.beam_search import _beam_search_loop
 
 
@@ -28,7 +29,8 @@ def test_the_beam_machinery_with_one_beam_and_no_penalty_is_greedy(tiny_model, g
     # The full search (tiling, top-k, cache reordering, finished set) reduces to greedy search when one
     # hypothesis is kept and EOS is only accepted from within the beam.
     sources, (greedy_ids, greedy_scores) = greedy_reference
-    ids, scores = _beam_search_loop(tiny_model, sources, 1, 0.0, None, 3, 1)
+    plan = _common.plan_lengths(tiny_model.config, tf.constant(sources, tf.int32), None, 3)
+    ids, scores = _beam_search_loop(tiny_model, sources, 1, 0.0, plan, 1)
     np.testing.assert_array_equal(ids.numpy()[:, 0], greedy_ids.numpy())
     np.testing.assert_allclose(scores[:, 0], greedy_scores, atol=1e-5)
 

@@ -90,6 +90,26 @@ def test_output_lengths_follow_the_source_and_the_config(helpers, method):
     assert ids.shape[-1] == 20 and lengths(ids) == [20, 20, 20]
 
 
+@pytest.mark.parametrize("method", ["greedy", "beam", "sample"])
+def test_min_decode_length_forbids_an_earlier_eos(helpers, method):
+    logits = np.zeros((12, 6), np.float32)
+    logits[:, 2] = 5.0  # EOS is the best token at every step
+    model = helpers.TableModel(logits, max_length=12)
+    decode = {
+        "greedy": greedy_decode,
+        "beam": lambda *a, **k: beam_search(*a, beam_size=3, **k),
+        "sample": lambda *a, **k: sample_decode(*a, seed=5, top_k=1, **k),
+    }[method]
+    sources = helpers.make_sources([3, 5])
+    for minimum, expected in [(0, 1), (1, 1), (4, 4), (10, 8)]:  # never beyond the cap of 8 tokens
+        ids, _ = decode(model, sources, max_decode_length=8, min_decode_length=minimum)
+        rows = np.asarray(ids).reshape(2, -1, 8)[:, 0]
+        helpers.check_output_convention(rows)
+        assert [len(helpers.strip(row)) for row in rows] == [expected, expected], (minimum, rows)
+    with pytest.raises(ValueError, match="min_decode_length"):
+        decode(model, sources, min_decode_length=-1)
+
+
 def test_padding_does_not_change_a_sentence_greedy(tiny_model, helpers):
     lengths = [6, 3, 5]
     sources = helpers.make_sources(lengths, width=8, seed=4)

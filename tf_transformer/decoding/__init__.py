@@ -52,6 +52,7 @@ def translate(
     n_best=1,
     max_decode_length=None,
     extra_decode_length=50,
+    min_decode_length=0,
     method="beam",
     **sampling_kwargs,
 ):
@@ -63,6 +64,7 @@ def translate(
         beam_size, length_penalty, n_best: beam search settings (the paper: 4 and 0.6). `beam_size=1`
             is greedy search (scores still length-penalised).
         max_decode_length, extra_decode_length: the output length rule (see the package docstring).
+        min_decode_length: the fewest output tokens (EOS included); EOS is not allowed earlier.
         method: "beam", "greedy" or "sample".
         **sampling_kwargs: `temperature`, `top_k`, `top_p`, `seed` of `sample_decode` (method "sample" only).
 
@@ -98,7 +100,11 @@ def translate(
         raise ValueError(
             f"n_best: {method} decoding gives one hypothesis, got n_best={n_best}. Fix: use method='beam'."
         )
-    lengths = dict(max_decode_length=max_decode_length, extra_decode_length=extra_decode_length)
+    lengths = dict(
+        max_decode_length=max_decode_length,
+        extra_decode_length=extra_decode_length,
+        min_decode_length=min_decode_length,
+    )
     if method == "beam":
         ids, scores = beam_search(
             model, source_ids, beam_size=beam_size, length_penalty=length_penalty, n_best=n_best, **lengths

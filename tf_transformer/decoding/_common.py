@@ -24,11 +24,14 @@ class LengthPlan(NamedTuple):
         while tracing, which XLA needs; else an int32 scalar tensor).
     caps: int32 `[batch]`, the most tokens (EOS included) each sentence may emit; EOS is forced at the last.
     num_steps: int32 scalar, the loop bound: the largest cap.
+    min_length: int32 `[batch]`, the fewest tokens (EOS included) each sentence emits: EOS is forbidden
+        before it (never above the cap, so the cap's forced EOS stays possible).
     """
 
     buffer_length: object
     caps: tf.Tensor
     num_steps: tf.Tensor
+    min_length: tf.Tensor
 
 
 def is_int(value) -> bool:
@@ -36,8 +39,13 @@ def is_int(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def check_length_arguments(max_decode_length, extra_decode_length):
+def check_length_arguments(max_decode_length, extra_decode_length, min_decode_length=0):
     """ValueErrors that name the argument and the fix, raised before anything is traced."""
+    if not is_int(min_decode_length) or min_decode_length < 0:
+        raise ValueError(
+            f"min_decode_length: must be an int >= 0, got {min_decode_length!r}. "
+            "Fix: use 0 (no minimum) or the fewest output tokens, EOS included."
+        )
     if not is_int(extra_decode_length) or extra_decode_length < 0:
         raise ValueError(
             f"extra_decode_length: must be an int >= 0, got {extra_decode_length!r}. "
@@ -65,7 +73,7 @@ def as_source_ids(source_ids):
     return source_ids
 
 
-def plan_lengths(config, source_ids, max_decode_length, extra_decode_length) -> LengthPlan:
+def plan_lengths(config, source_ids, max_decode_length, extra_decode_length, min_decode_length=0) -> LengthPlan:
     """The output length rule shared by all decoders (see the package docstring)."""
     batch_size = tf.shape(source_ids)[0]
     if max_decode_length is not None:
@@ -85,23 +93,21 @@ def plan_lengths(config, source_ids, max_decode_length, extra_decode_length) -> 
         else:
             buffer_length = tf.maximum(tf.minimum(tf.shape(source_ids)[1] + extra_decode_length, config.max_length), 1)
     num_steps = tf.reduce_max(tf.concat([caps, [0]], axis=0))  # 0 for an empty batch
-    return LengthPlan(buffer_length, caps, num_steps)
+    return LengthPlan(buffer_length, caps, num_steps, tf.minimum(caps, int(min_decode_length)))
 
 
-def allowed_tokens(config, step, caps):
+def allowed_tokens(config, step, plan):
     """Boolean `[batch, vocab]`: which tokens may be emitted at `step`.
 
     Padding is never emitted (id 0 marks the end of an output, and a fed-back 0 would be masked out by the
     full forward pass but not by the cache). At a sentence's last allowed position only EOS is allowed, so
-    every output ends with EOS within its cap.
+    every output ends with EOS within its cap; before `plan.min_length - 1` EOS is not allowed.
     """
-    vocab = tf.range(config.output_vocab_size)
-    at_cap = step >= caps - 1  # [batch]
-    return tf.where(
-        at_cap[:, tf.newaxis],
-        tf.equal(vocab, config.eos_id)[tf.newaxis],
-        tf.not_equal(vocab, config.pad_id)[tf.newaxis],
-    )
+    vocab = tf.range(config.output_vocab_size)[tf.newaxis]
+    at_cap = (step >= plan.caps - 1)[:, tf.newaxis]  # [batch, 1]
+    too_short = (step < plan.min_length - 1)[:, tf.newaxis]
+    is_eos = tf.equal(vocab, config.eos_id)
+    return tf.where(at_cap, is_eos, tf.not_equal(vocab, config.pad_id) & ~(is_eos & too_short))
 
 
 def length_penalty(length, alpha):
@@ -131,7 +137,7 @@ def keep_shapes(new, old):
     return tf.nest.map_structure(restore, new, old)
 
 
-def decode_one_hypothesis(model, source_ids, select, max_decode_length, extra_decode_length):
+def decode_one_hypothesis(model, source_ids, select, max_decode_length, extra_decode_length, min_decode_length=0):
     """The loop shared by greedy search and sampling: one hypothesis per sentence, cached, early stop.
 
     Args:
@@ -143,7 +149,7 @@ def decode_one_hypothesis(model, source_ids, select, max_decode_length, extra_de
     """
     config = model.config
     source_ids = as_source_ids(source_ids)
-    plan = plan_lengths(config, source_ids, max_decode_length, extra_decode_length)
+    plan = plan_lengths(config, source_ids, max_decode_length, extra_decode_length, min_decode_length)
     batch_size = tf.shape(source_ids)[0]
 
     memory, memory_mask = model.encode(source_ids, training=False)
@@ -154,7 +160,7 @@ def decode_one_hypothesis(model, source_ids, select, max_decode_length, extra_de
             tokens[:, tf.newaxis], None, memory_mask, training=False, cache=cache, decode_index=step
         )
         log_probs = tf.nn.log_softmax(tf.cast(logits[:, -1], tf.float32), axis=-1)  # [batch, vocab]
-        chosen = select(log_probs, allowed_tokens(config, step, plan.caps), step)
+        chosen = select(log_probs, allowed_tokens(config, step, plan), step)
         chosen_log_prob = tf.gather(log_probs, chosen, batch_dims=1)
         chosen = tf.where(finished, config.pad_id, chosen)
         scores = scores + tf.where(finished, 0.0, chosen_log_prob)

@@ -18,6 +18,7 @@ def beam_search(
     max_decode_length=None,
     extra_decode_length=50,
     n_best=1,
+    min_decode_length=0,
 ):
     """Beam search (the paper: beam 4, alpha 0.6), returning the `n_best` best hypotheses per sentence.
 
@@ -56,6 +57,8 @@ def beam_search(
             Always capped at `model.config.max_length`.
         extra_decode_length: see `max_decode_length` (the paper: input length + 50).
         n_best: hypotheses returned per sentence, 1 <= n_best <= beam_size.
+        min_decode_length: the fewest output tokens (EOS included) per sentence: EOS is not allowed
+            earlier (as in OpenNMT and CTranslate2); never more than a sentence's maximum. 0: no minimum.
 
     Returns:
         `(ids, scores)`: ids int32 `[batch, n_best, T]`, best first, without BOS, ending with EOS, 0 after
@@ -83,15 +86,16 @@ def beam_search(
     Wu et al., "Google's Neural Machine Translation System", 2016, https://arxiv.org/abs/1609.08144
     """
     _check_beam_arguments(beam_size, length_penalty, n_best)
-    _common.check_length_arguments(max_decode_length, extra_decode_length)
+    _common.check_length_arguments(max_decode_length, extra_decode_length, min_decode_length)
     beam_size, n_best, length_penalty = int(beam_size), int(n_best), float(length_penalty)
     if beam_size == 1:
-        ids, log_probs = greedy_decode(model, source_ids, max_decode_length, extra_decode_length)
+        ids, log_probs = greedy_decode(model, source_ids, max_decode_length, extra_decode_length, min_decode_length)
         scores = log_probs / _common.length_penalty(_common.output_lengths(ids, model.config.pad_id), length_penalty)
         return ids[:, tf.newaxis], scores[:, tf.newaxis]
-    return _beam_search_loop(
-        model, source_ids, beam_size, length_penalty, max_decode_length, extra_decode_length, n_best
+    plan = _common.plan_lengths(
+        model.config, _common.as_source_ids(source_ids), max_decode_length, extra_decode_length, min_decode_length
     )
+    return _beam_search_loop(model, source_ids, beam_size, length_penalty, plan, n_best)
 
 
 def _check_beam_arguments(beam_size, length_penalty, n_best):
@@ -124,12 +128,11 @@ def _reorder_cache(cache, rows):
     return tf.gather(cache, rows, axis=0)
 
 
-def _beam_search_loop(model, source_ids, beam_size, alpha, max_decode_length, extra_decode_length, n_best):
+def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best):
     """The beam search proper, for any beam_size >= 1 (beam_search routes beam_size=1 to greedy)."""
     config = model.config
     vocab_size = config.output_vocab_size
     source_ids = _common.as_source_ids(source_ids)
-    plan = _common.plan_lengths(config, source_ids, max_decode_length, extra_decode_length)
     batch_size = tf.shape(source_ids)[0]
     caps = plan.caps
     max_penalty = _common.length_penalty(caps, alpha)  # [batch]; the largest penalty, as alpha >= 0
@@ -147,7 +150,7 @@ def _beam_search_loop(model, source_ids, beam_size, alpha, max_decode_length, ex
         )
         log_probs = tf.nn.log_softmax(tf.cast(logits[:, -1], tf.float32), axis=-1)
         log_probs = tf.reshape(log_probs, [batch_size, beam_size, vocab_size])
-        allowed = _common.allowed_tokens(config, step, caps)[:, tf.newaxis]  # [batch, 1, vocab]
+        allowed = _common.allowed_tokens(config, step, plan)[:, tf.newaxis]  # [batch, 1, vocab]
         log_probs = tf.where(allowed, log_probs, _common.NEG_INF)
 
         # The 2 * beam_size best extensions: at most beam_size of them end in EOS (one per beam), so at

@@ -7,7 +7,7 @@ import tensorflow as tf
 from tf_transformer.decoding import _common
 
 
-def greedy_decode(model, source_ids, max_decode_length=None, extra_decode_length=50):
+def greedy_decode(model, source_ids, max_decode_length=None, extra_decode_length=50, min_decode_length=0):
     """Greedy decoding of a batch of sources with the incremental (cached) decoder.
 
     The encoder runs once; each step feeds only the previous token and reads earlier positions from the
@@ -22,6 +22,8 @@ def greedy_decode(model, source_ids, max_decode_length=None, extra_decode_length
             scalar tensor (e.g. a SavedModel input); None means each sentence's source length
             (non-padding tokens) + `extra_decode_length`. Always capped at `model.config.max_length`.
         extra_decode_length: see `max_decode_length` (the paper: input length + 50).
+        min_decode_length: the fewest output tokens (EOS included) per sentence: EOS is not allowed
+            earlier (as in OpenNMT and CTranslate2); never more than a sentence's maximum. 0: no minimum.
 
     Returns:
         `(ids, scores)`: ids int32 `[batch, T]` without BOS, ending with EOS, 0 after it; scores float32
@@ -45,8 +47,10 @@ def greedy_decode(model, source_ids, max_decode_length=None, extra_decode_length
 
     Reference: Vaswani et al., "Attention Is All You Need", 2017, https://arxiv.org/abs/1706.03762
     """
-    _common.check_length_arguments(max_decode_length, extra_decode_length)
-    return _common.decode_one_hypothesis(model, source_ids, _argmax, max_decode_length, extra_decode_length)
+    _common.check_length_arguments(max_decode_length, extra_decode_length, min_decode_length)
+    return _common.decode_one_hypothesis(
+        model, source_ids, _argmax, max_decode_length, extra_decode_length, min_decode_length
+    )
 
 
 def _argmax(log_probs, allowed, step):

@@ -21,6 +21,7 @@ def sample_decode(
     seed=None,
     max_decode_length=None,
     extra_decode_length=50,
+    min_decode_length=0,
 ):
     """Samples one output per sentence, token by token, from the cached decoder.
 
@@ -45,6 +46,8 @@ def sample_decode(
             tensor; None means the sentence's source length (non-padding tokens) + `extra_decode_length`.
             Always capped at `model.config.max_length`.
         extra_decode_length: see `max_decode_length`.
+        min_decode_length: the fewest output tokens (EOS included) per sentence: EOS is not allowed
+            earlier (as in OpenNMT and CTranslate2); never more than a sentence's maximum. 0: no minimum.
 
     Returns:
         `(ids, scores)`: ids int32 `[batch, T]` without BOS, ending with EOS, 0 after it (T as in
@@ -73,7 +76,7 @@ def sample_decode(
     of Neural Text Degeneration", 2019, https://arxiv.org/abs/1904.09751
     """
     _check_sampling_arguments(temperature, top_k, top_p)
-    _common.check_length_arguments(max_decode_length, extra_decode_length)
+    _common.check_length_arguments(max_decode_length, extra_decode_length, min_decode_length)
     temperature, top_k, top_p = float(temperature), int(top_k), float(top_p)
     if temperature == 0 or top_k == 1:
         select = _argmax
@@ -99,7 +102,9 @@ def sample_decode(
             )
             return tf.argmax(logits - tf.math.log(-tf.math.log(uniform)), axis=-1, output_type=tf.int32)
 
-    return _common.decode_one_hypothesis(model, source_ids, select, max_decode_length, extra_decode_length)
+    return _common.decode_one_hypothesis(
+        model, source_ids, select, max_decode_length, extra_decode_length, min_decode_length
+    )
 
 
 def _argmax(log_probs, allowed, step):
