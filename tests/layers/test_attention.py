@@ -235,8 +235,8 @@ def test_cached_decoding_one_step_at_a_time_equals_full(window, widths):
     x = random_inputs(batch, length, 8)
     layer = built_layer(x, attention_window=window, **widths)
     cache = layer.empty_cache(batch, length)
-    assert cache["key"].shape == (batch, length, 2, widths.get("d_k", 4))
-    assert cache["value"].shape == (batch, length, 2, widths.get("d_v", 4))
+    assert cache["key"].shape == (batch, 2, length, widths.get("d_k", 4))
+    assert cache["value"].shape == (batch, 2, length, widths.get("d_v", 4))
     for i in range(length):
         output, cache, weights = layer(x[:, i : i + 1], cache=cache, decode_index=i, return_attention_scores=True)
         prefix = x[:, : i + 1]
@@ -313,7 +313,7 @@ def test_precomputed_cross_attention_cache_equals_cross_attention():
     mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)[:, None, None, :]
     layer = built_layer(query, memory)
     kv = layer.compute_key_value(memory)
-    assert kv["key"].shape == (2, 5, 2, 4) and kv["value"].shape == (2, 5, 2, 4)
+    assert kv["key"].shape == (2, 2, 5, 4) and kv["value"].shape == (2, 2, 5, 4)
     cached, cached_weights = layer(query, attention_mask=mask, cache=kv, return_attention_scores=True)
     direct, direct_weights = layer(query, memory, attention_mask=mask, return_attention_scores=True)
     np.testing.assert_allclose(cached.numpy(), direct.numpy(), **TOLERANCE)

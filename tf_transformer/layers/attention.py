@@ -6,6 +6,7 @@ import keras
 import tensorflow as tf
 
 from tf_transformer.layers import masking
+from tf_transformer.layers._ops import dense
 
 
 @keras.saving.register_keras_serializable(package="tf_transformer")
@@ -32,7 +33,7 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_mask: boolean, broadcastable to `[batch, num_heads, query_len, key_len]`,
             True where the query may attend (see `tf_transformer.layers.masking`).
         cache: for decoding. With `decode_index`: the self-attention cache
-            `{"key": [batch, max_len, num_heads, d_k], "value": [..., d_v]}` from `empty_cache`; the keys and values of
+            `{"key": [batch, num_heads, max_len, d_k], "value": [..., d_v]}` from `empty_cache`; the keys and values of
             `query` are written at positions `decode_index ...` and the query attends causally to the cache
             (positions after its own are masked). Without `decode_index`: keys and values precomputed by
             `compute_key_value(memory)` for cross-attention; `value` must then be None.
@@ -104,26 +105,29 @@ class MultiHeadAttention(keras.layers.Layer):
             self.output_bias = self.add_weight(name="output_bias", shape=(self.d_model,), initializer="zeros")
 
     def _split_heads(self, x, head_dim):
-        # [batch, length, num_heads * head_dim] -> [batch, length, num_heads, head_dim]
+        # [batch, length, num_heads * head_dim] -> [batch, num_heads, length, head_dim]: heads lead, so
+        # every attention product is a plain batched matmul (an einsum over [b, l, h, d] transposes its
+        # operands at every call, which made decoding steps several times slower on CPU).
         shape = tf.shape(x)
-        return tf.reshape(x, [shape[0], shape[1], self.num_heads, head_dim])
+        x = tf.reshape(x, [shape[0], shape[1], self.num_heads, head_dim])
+        return tf.transpose(x, [0, 2, 1, 3])
 
     def compute_key_value(self, value):
-        """Keys and values of `value` `[batch, key_len, d_value]` as a cache for cross-attention."""
+        """Keys and values `[batch, num_heads, key_len, d_k or d_v]` of `value` `[batch, key_len, d_value]`:
+        the cache of cross-attention."""
         # Also called outside `call` (to fill a decoding cache), where Keras does not autocast.
         dtype = self.compute_dtype
-        key_value = tf.matmul(tf.cast(value, dtype), tf.cast(self.key_value_kernel, dtype))
-        if self.use_bias:
-            key_value = key_value + tf.cast(self.key_value_bias, dtype)
+        bias = tf.cast(self.key_value_bias, dtype) if self.use_bias else None
+        key_value = dense(tf.cast(value, dtype), tf.cast(self.key_value_kernel, dtype), bias)
         key, value = tf.split(key_value, [self.num_heads * self.key_dim, self.num_heads * self.value_dim], axis=-1)
         return {"key": self._split_heads(key, self.key_dim), "value": self._split_heads(value, self.value_dim)}
 
     def empty_cache(self, batch_size, max_length, dtype=None):
-        """A zero self-attention cache: key `[batch_size, max_length, num_heads, d_k]`, value `[..., d_v]`."""
+        """A zero self-attention cache: key `[batch_size, num_heads, max_length, d_k]`, value `[..., d_v]`."""
         dtype = dtype or self.compute_dtype
         return {
-            "key": tf.zeros([batch_size, max_length, self.num_heads, self.key_dim], dtype),
-            "value": tf.zeros([batch_size, max_length, self.num_heads, self.value_dim], dtype),
+            "key": tf.zeros([batch_size, self.num_heads, max_length, self.key_dim], dtype),
+            "value": tf.zeros([batch_size, self.num_heads, max_length, self.value_dim], dtype),
         }
 
     def call(
@@ -142,9 +146,7 @@ class MultiHeadAttention(keras.layers.Layer):
             raise ValueError("A precomputed key/value cache replaces `value`: pass value=None with it.")
         is_self_attention = value is None and not precomputed
 
-        query_heads = tf.matmul(query, self.query_kernel)
-        if self.use_bias:
-            query_heads = query_heads + self.query_bias
+        query_heads = dense(query, self.query_kernel, self.query_bias if self.use_bias else None)
         # Scaling the queries is cheaper than scaling the [query_len, key_len] logits.
         query_heads = self._split_heads(query_heads, self.key_dim) * tf.cast(self.key_dim**-0.5, query.dtype)
 
@@ -156,7 +158,7 @@ class MultiHeadAttention(keras.layers.Layer):
             key_value = {name: _write_at(cache[name], key_value[name], decode_index) for name in key_value}
 
         # [batch, num_heads, query_len, key_len]
-        logits = tf.einsum("bqhd,bkhd->bhqk", query_heads, key_value["key"])
+        logits = tf.matmul(query_heads, key_value["key"], transpose_b=True)
         query_length, key_length = tf.shape(logits)[2], tf.shape(logits)[3]
         offset = decode_index if incremental else 0
         mask = attention_mask
@@ -172,12 +174,10 @@ class MultiHeadAttention(keras.layers.Layer):
         weights = tf.nn.softmax(logits, axis=-1)
         dropped = self.dropout_layer(tf.cast(weights, query_heads.dtype), training=training)
 
-        context = tf.einsum("bhqk,bkhd->bqhd", dropped, key_value["value"])
+        context = tf.transpose(tf.matmul(dropped, key_value["value"]), [0, 2, 1, 3])  # [batch, query_len, h, d_v]
         shape = tf.shape(context)
         context = tf.reshape(context, [shape[0], shape[1], self.num_heads * self.value_dim])
-        output = tf.matmul(context, self.output_kernel)
-        if self.use_bias:
-            output = output + self.output_bias
+        output = dense(context, self.output_kernel, self.output_bias if self.use_bias else None)
 
         results = [output]
         if incremental:
@@ -204,15 +204,16 @@ class MultiHeadAttention(keras.layers.Layer):
 
 
 def _write_at(cache, update, index):
-    """`cache` `[batch, max_len, ...]` with `update` `[batch, n, ...]` written at positions index..index+n-1.
+    """`cache` `[batch, heads, max_len, d]` with `update` `[batch, heads, n, d]` at positions index..index+n-1.
 
-    A gather and a select rather than a scatter or a pad: the index may be a loop variable, and XLA accepts
-    dynamic gather indices where it needs compile-time pad sizes. One graph for eager, tf.function and XLA.
+    A select rather than a scatter or a pad: the index may be a loop variable, and XLA needs compile-time
+    pad sizes. One graph for eager, tf.function and XLA. The usual single step (n = 1, known while
+    tracing) broadcasts the update; longer updates gather row j - index of the update for row j.
     """
-    max_length, length = tf.shape(cache)[1], tf.shape(update)[1]
+    max_length, length = tf.shape(cache)[2], tf.shape(update)[2]
     positions = tf.range(max_length)
-    written = (positions >= index) & (positions < index + length)
-    written = tf.reshape(written, [1, -1] + [1] * (len(update.shape) - 2))
-    # Row j of the cache takes row j - index of the update.
-    spread = tf.gather(update, tf.clip_by_value(positions - index, 0, length - 1), axis=1)
+    if update.shape[2] == 1:
+        return tf.where(tf.reshape(tf.equal(positions, index), [1, 1, -1, 1]), update, cache)
+    written = tf.reshape((positions >= index) & (positions < index + length), [1, 1, -1, 1])
+    spread = tf.gather(update, tf.clip_by_value(positions - index, 0, length - 1), axis=2)
     return tf.where(written, spread, cache)

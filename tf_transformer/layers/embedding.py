@@ -5,6 +5,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from tf_transformer.layers._ops import dense
+
 
 @keras.saving.register_keras_serializable(package="tf_transformer")
 class TokenEmbedding(keras.layers.Layer):
@@ -64,7 +66,7 @@ class TokenEmbedding(keras.layers.Layer):
         if not self.built:
             self.build()
         kernel = tf.cast(self.embeddings, inputs.dtype)
-        return tf.matmul(inputs, kernel, transpose_b=True)
+        return dense(inputs, kernel, transpose_kernel=True)
 
     def compute_output_shape(self, token_ids_shape):
         return tuple(token_ids_shape) + (self.d_model,)
