@@ -24,11 +24,11 @@ def beam_search(
 
     The search: the encoder runs once and its output, mask and decoder cache are tiled to
     `batch * beam_size` rows. Each step scores all `beam_size * vocab` extensions of the alive hypotheses
-    with one `tf.math.top_k` over `[batch, beam_size * vocab]` log-probabilities and keeps `2 * beam_size`
-    candidates. Candidates ending in EOS that rank within the first `beam_size` move to a separate
-    finished set (kept sorted, `beam_size` entries, scored with the length penalty); the `beam_size` best
-    other candidates stay alive, ranked by their log-probability, and the self-attention caches follow
-    them (`tf.gather` by parent beam). Hypotheses are therefore always distinct.
+    and keeps the `2 * beam_size` best candidates (a `tf.math.top_k` per beam, then one over the beams).
+    Candidates ending in EOS that rank within the first `beam_size` move to a separate finished set
+    (kept sorted, `beam_size` entries, scored with the length penalty); the `beam_size` best other
+    candidates stay alive, ranked by their log-probability, and the self-attention caches follow them
+    (`tf.gather` by parent beam). Hypotheses are therefore always distinct.
 
     Scores: `log_prob_sum / ((5 + length) / 6) ** length_penalty` (Wu et al., 2016), where length counts
     the emitted tokens including EOS and log_prob_sum is the sum of their log-probabilities.
@@ -132,6 +132,7 @@ def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best):
     """The beam search proper, for any beam_size >= 1 (beam_search routes beam_size=1 to greedy)."""
     config = model.config
     vocab_size = config.output_vocab_size
+    per_beam = min(2 * beam_size, vocab_size)  # candidates taken from each beam
     source_ids = _common.as_source_ids(source_ids)
     batch_size = tf.shape(source_ids)[0]
     caps = plan.caps
@@ -154,11 +155,15 @@ def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best):
         log_probs = tf.where(allowed, log_probs, _common.NEG_INF)
 
         # The 2 * beam_size best extensions: at most beam_size of them end in EOS (one per beam), so at
-        # least beam_size remain to continue.
-        candidates = tf.reshape(alive_log_probs[:, :, tf.newaxis] + log_probs, [batch_size, beam_size * vocab_size])
+        # least beam_size remain to continue. Two stages, the same result: each of them is among its own
+        # beam's 2 * beam_size best, and top_k over [batch * beam, vocab] rows is cheaper on CPU than over
+        # [batch, beam * vocab] ones.
+        beam_log_probs, beam_tokens = tf.math.top_k(log_probs, k=per_beam)  # [batch, beam, per_beam]
+        # -1 for the batch keeps its static size (a loop variable's shape may not change).
+        candidates = tf.reshape(alive_log_probs[:, :, tf.newaxis] + beam_log_probs, [-1, beam_size * per_beam])
         top_log_probs, top_index = tf.math.top_k(candidates, k=2 * beam_size)
-        top_beams = top_index // vocab_size
-        top_tokens = top_index % vocab_size
+        top_beams = top_index // per_beam
+        top_tokens = tf.gather(tf.reshape(beam_tokens, [-1, beam_size * per_beam]), top_index, batch_dims=1)
         top_ids = _common.write_column(tf.gather(alive_ids, top_beams, batch_dims=1), step, top_tokens)
         ends = tf.equal(top_tokens, config.eos_id)
         live = top_log_probs > _common.NEG_INF / 2
