@@ -33,6 +33,7 @@ class Transformer(keras.Model):
     Decoding building blocks: `encode(source_ids)` -> `(memory, memory_mask)`; `init_cache(memory,
     max_length)`; `decode(target_ids, memory, memory_mask, cache=..., decode_index=i)` -> logits of the
     new positions and the updated cache, equal to what the full `call` gives at those positions.
+    `attention_weights(source_ids, target_ids)` returns every layer's attention weights, for plots.
 
     Example:
 
@@ -180,6 +181,32 @@ class Transformer(keras.Model):
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         logits = self.project(outputs[0])
         return logits if len(outputs) == 1 else (logits,) + outputs[1:]
+
+    def attention_weights(self, source_ids, target_ids, training=False):
+        """Every attention weight of one teacher-forced pass: for inspection and plots, not for training.
+
+        Args:
+            source_ids: int `[batch, source_len]`, 0 = padding.
+            target_ids: int `[batch, target_len]`, the decoder inputs (starting with `bos_id`), 0 = padding.
+            training: whether dropout is active (the weights are those before attention dropout).
+
+        Returns:
+            A dict of lists with one float32 tensor per layer, bottom first:
+            "encoder_self" `[batch, num_heads, source_len, source_len]`,
+            "decoder_self" `[batch, num_heads, target_len, target_len]` (0 above the diagonal),
+            "decoder_cross" `[batch, num_heads, target_len, source_len]`.
+            Each row is a softmax over the keys; padded keys get weight 0 (unless every key of the row is
+            padding: then the row is uniform).
+        """
+        memory, memory_mask, encoder_self = self.encode(source_ids, training=training, return_attention_scores=True)
+        _, decoder_scores = self.decode(
+            target_ids, memory, memory_mask, training=training, return_attention_scores=True
+        )
+        return {
+            "encoder_self": list(encoder_self),
+            "decoder_self": [self_scores for self_scores, _ in decoder_scores],
+            "decoder_cross": [cross_scores for _, cross_scores in decoder_scores],
+        }
 
     def project(self, decoder_output):
         """Pre-softmax linear transformation, float32 `[batch, length, output_vocab_size]`."""
