@@ -2,7 +2,9 @@
 
 A model directory is what `tools/train.py` writes: `config.json` (the resolved `TransformerConfig`), `vocab/`
 (the tokenizer) and `checkpoints/` (a `tf.train.CheckpointManager` folder of `ckpt-<step>` checkpoints of
-`tf.train.Checkpoint(model=model, optimizer=optimizer)`).
+`tf.train.Checkpoint(model=model, optimizer=optimizer)`). With validation BLEU on (`TrainConfig.bleu_every`),
+`best/` holds the checkpoint with the best validation BLEU so far (its `model` part and its score) beside
+`best.json` (its step and scores); `checkpoint="best"` loads it.
 
 Reading uses `tf.train.Checkpoint(model=model)`: it matches the `model` part of the trainer's checkpoints
 (whose optimizer part is ignored) and of averaged ones, and `assert_existing_objects_matched()` confirms
@@ -36,6 +38,10 @@ VOCAB_DIR = "vocab"
 CHECKPOINT_DIR = "checkpoints"
 AVERAGED_DIR = "averaged"
 AVERAGED_JSON = "averaged_checkpoints.json"
+BEST_DIR = "best"
+BEST_JSON = "best.json"
+# The `checkpoint=` name of the best checkpoint by validation BLEU (model_dir/best, its latest checkpoint).
+BEST_CHECKPOINT = "best"
 
 PathLike = Union[str, os.PathLike]
 
@@ -56,9 +62,10 @@ def load_translation_model(
 
     Args:
         model_dir: a folder written by `tools/train.py` (config.json, vocab/, checkpoints/).
-        checkpoint: None for the latest checkpoint in `model_dir/checkpoints`; else a checkpoint path prefix
-            (`.../checkpoints/ckpt-60`, or what `average_checkpoints` returned) or a folder of checkpoints (its
-            latest one, e.g. `model_dir/averaged`).
+        checkpoint: None for the latest checkpoint in `model_dir/checkpoints`; "best" for the best checkpoint
+            by validation BLEU (`model_dir/best`, kept by the trainer with `bleu_every` and `keep_best`); else
+            a checkpoint path prefix (`.../checkpoints/ckpt-60`, or what `average_checkpoints` returned) or a
+            folder of checkpoints (its latest one, e.g. `model_dir/averaged`).
         average_last: instead of `checkpoint`, average the weights of the last N checkpoints in memory
             (as `average_checkpoints`, without writing anything).
 
@@ -82,7 +89,7 @@ def load_translation_model(
             )
         _load_average(model, _last_checkpoints(model_dir, average_last))
     else:
-        path = _latest_checkpoint(model_dir) if checkpoint is None else resolve_checkpoint(checkpoint)
+        path = _latest_checkpoint(model_dir) if checkpoint is None else resolve_checkpoint(checkpoint, model_dir)
         _read_weights(model, path)
         logger.info("Loaded %s", path)
     return model, tokenizer, config
@@ -122,11 +129,12 @@ def average_checkpoints(model_dir: PathLike, num_checkpoints: int = 5, output_di
     config, _ = _read_model_dir(model_dir)
     paths = _last_checkpoints(model_dir, num_checkpoints)
     output_dir = pathlib.Path(output_dir) if output_dir is not None else model_dir / AVERAGED_DIR
-    if output_dir.resolve() == (model_dir / CHECKPOINT_DIR).resolve():
-        raise ValueError(
-            f"output_dir: {output_dir} is the training checkpoint folder, whose checkpoints the average would "
-            f"replace. Fix: use another folder (the default is {model_dir / AVERAGED_DIR})."
-        )
+    for folder, what in ((CHECKPOINT_DIR, "the training checkpoint folder"), (BEST_DIR, "the best-checkpoint folder")):
+        if output_dir.resolve() == (model_dir / folder).resolve():
+            raise ValueError(
+                f"output_dir: {output_dir} is {what}, whose checkpoints the average would replace. Fix: use "
+                f"another folder (the default is {model_dir / AVERAGED_DIR})."
+            )
     model = _build(config)
     _load_average(model, paths)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -145,19 +153,33 @@ def average_checkpoints(model_dir: PathLike, num_checkpoints: int = 5, output_di
     return saved
 
 
-def resolve_checkpoint(checkpoint: PathLike) -> str:
+def resolve_checkpoint(checkpoint: PathLike, model_dir: Optional[PathLike] = None) -> str:
     """The checkpoint path prefix that `checkpoint` names: a prefix (`.../ckpt-60`) or a folder (its latest).
 
+    With `model_dir`, the name "best" means the best checkpoint by validation BLEU, `model_dir/best` (write
+    "./best" for a folder of that name in the working directory).
+
     Raises:
-        FileNotFoundError: no such checkpoint, or a folder without checkpoints.
+        FileNotFoundError: no such checkpoint, a folder without checkpoints, or "best" for a model directory
+            that kept no best checkpoint.
     """
     text = os.fspath(checkpoint)
+    if model_dir is not None and text == BEST_CHECKPOINT:
+        folder = pathlib.Path(model_dir) / BEST_DIR
+        if not folder.is_dir() or tf.train.latest_checkpoint(str(folder)) is None:
+            raise FileNotFoundError(
+                f"checkpoint: {BEST_CHECKPOINT!r} names the best checkpoint by validation BLEU, but {folder} holds "
+                "none. Fix: train with --bleu_every=N (and --keep_best, the default) to keep it, or pass another "
+                "checkpoint (leave --checkpoint out for the latest)."
+            )
+        text = str(folder)
     if os.path.isdir(text):
         latest = tf.train.latest_checkpoint(text)
         if latest is None:
             raise FileNotFoundError(
                 f"checkpoint: the folder {text} holds no checkpoint index. Fix: pass a checkpoint path prefix such "
-                "as MODEL_DIR/checkpoints/ckpt-1000, or a folder that tools/train.py or average_checkpoints wrote."
+                "as MODEL_DIR/checkpoints/ckpt-1000, 'best', or a folder that tools/train.py or average_checkpoints "
+                "wrote."
             )
         return latest
     if text.endswith(".index") or ".data-" in os.path.basename(text):
@@ -165,7 +187,8 @@ def resolve_checkpoint(checkpoint: PathLike) -> str:
     if not os.path.isfile(text + ".index"):
         raise FileNotFoundError(
             f"checkpoint: {text} is not a checkpoint ({text}.index does not exist). Fix: pass a path prefix such as "
-            "MODEL_DIR/checkpoints/ckpt-1000 (the part before .index), or leave it out for the latest checkpoint."
+            "MODEL_DIR/checkpoints/ckpt-1000 (the part before .index), 'best' (the best by validation BLEU), or "
+            "leave it out for the latest checkpoint."
         )
     return text
 

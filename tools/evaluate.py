@@ -5,8 +5,9 @@
         --sources=test_2016_flickr.en.gz --average_last=5 --beam_size=4
 
 Either scores a file of translations (--hypotheses), or first translates --sources with a model directory
-(the decoding flags of tools/translate.py: --checkpoint or --average_last, --beam_size, --length_penalty,
---method, --batch_tokens, --max_decode_length). Files are plain or gzip, one sentence a line, aligned by line.
+(the decoding flags of tools/translate.py: --checkpoint (a path, or best) or --average_last, --beam_size,
+--length_penalty, --method, --batch_tokens, --max_decode_length). Files are plain or gzip, one sentence a line,
+aligned by line.
 Prints {"bleu", "bleu_signature", "chrf", "chrf_signature", "tok_lower_bleu", "sentences", ...}: see
 `tf_transformer.evaluation.score_translations` for what each figure is.
 """
@@ -25,7 +26,7 @@ _REFERENCES = flags.DEFINE_string("references", None, "Reference translations, o
 _HYPOTHESES = flags.DEFINE_string("hypotheses", None, "Translations to score, aligned with --references.")
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "Translate --sources with this model directory instead.")
 _SOURCES = flags.DEFINE_string("sources", None, "Source sentences to translate (with --model_dir).")
-_CHECKPOINT = flags.DEFINE_string("checkpoint", None, "A checkpoint path prefix (default: the latest).")
+_CHECKPOINT = flags.DEFINE_string("checkpoint", None, "A checkpoint path prefix, or best (default: the latest).")
 _AVERAGE_LAST = flags.DEFINE_integer("average_last", None, "Average the last N checkpoints in memory.")
 _BEAM_SIZE = flags.DEFINE_integer("beam_size", 4, "Beam width (the paper: 4).")
 _LENGTH_PENALTY = flags.DEFINE_float("length_penalty", 0.6, "Length penalty alpha (the paper: 0.6).")

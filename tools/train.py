@@ -55,6 +55,12 @@ _MIXED_PRECISION = flags.DEFINE_enum(
 _JIT_COMPILE = flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
 _LOG_EVERY = flags.DEFINE_integer("log_every", 100, "Steps between TensorBoard points.")
 _VALIDATION_BATCHES = flags.DEFINE_integer("validation_batches", 0, "Validation batches per evaluation (0: all).")
+_BLEU_EVERY = flags.DEFINE_integer(
+    "bleu_every", 0, "Validation BLEU at the first checkpoint at or after every N steps, and at the end (0: off)."
+)
+_BLEU_SENTENCES = flags.DEFINE_integer("bleu_sentences", 500, "Validation BLEU on the first N validation pairs.")
+_BLEU_BEAM_SIZE = flags.DEFINE_integer("bleu_beam_size", 1, "Beam width for validation BLEU (1: greedy).")
+_KEEP_BEST = flags.DEFINE_bool("keep_best", True, "With --bleu_every, keep the best model by BLEU in MODEL_DIR/best.")
 _SEED = flags.DEFINE_integer("seed", None, "Seed for weights, data order and dropout.")
 _DETERMINISTIC = flags.DEFINE_bool("deterministic", False, "Deterministic ops and data order (slower).")
 
@@ -83,7 +89,9 @@ def main(argv):
             keep_checkpoints=_KEEP_CHECKPOINTS.value, strategy=_STRATEGY.value,
             num_cpu_devices=_NUM_CPU_DEVICES.value, mixed_precision=_MIXED_PRECISION.value,
             jit_compile=_JIT_COMPILE.value, log_every=_LOG_EVERY.value,
-            validation_batches=_VALIDATION_BATCHES.value, seed=_SEED.value, deterministic=_DETERMINISTIC.value,
+            validation_batches=_VALIDATION_BATCHES.value, bleu_every=_BLEU_EVERY.value,
+            bleu_sentences=_BLEU_SENTENCES.value, bleu_beam_size=_BLEU_BEAM_SIZE.value, keep_best=_KEEP_BEST.value,
+            seed=_SEED.value, deterministic=_DETERMINISTIC.value,
         )  # fmt: skip
         result = train(model_config, data_config, train_config)
     except (ConfigError, DataError, TrainingDiverged) as error:
@@ -94,6 +102,9 @@ def main(argv):
     else:
         print(f"Trained steps {result.start_step} -> {result.step}; checkpoint {result.checkpoint}")
     print(f"Weights digest {result.weights_digest} ({result.replicas} replica(s))")
+    if result.best is not None:  # the best evaluation so far, this run's or an earlier one's
+        best = result.best
+        print(f"Best validation BLEU {best['bleu']:.2f} at step {best.get('step', '?')}: use --checkpoint=best")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@ line number and score the length-penalised log-probability. A progress bar goes 
 a file.
 
 Weights: the latest checkpoint of --model_dir/checkpoints; --checkpoint=PATH for another (a prefix such as
-.../checkpoints/ckpt-60, or the path tools/average_checkpoints.py printed); --average_last=N to average the
-last N checkpoints on the fly (nothing is written). Decoding happens in
+.../checkpoints/ckpt-60, or the path tools/average_checkpoints.py printed); --checkpoint=best for the best
+checkpoint by validation BLEU (training with --bleu_every keeps it in MODEL_DIR/best); --average_last=N to
+average the last N checkpoints on the fly (nothing is written). Decoding happens in
 `tf_transformer.decoding.text.translate_texts`. Translating with an exported SavedModel (--saved_model) is not
 supported yet.
 """
@@ -29,7 +30,7 @@ from tf_transformer.decoding.text import translate_texts
 from tf_transformer.files import write_atomically
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tools/train.py.", required=True)
-_CHECKPOINT = flags.DEFINE_string("checkpoint", None, "A checkpoint path prefix (default: the latest).")
+_CHECKPOINT = flags.DEFINE_string("checkpoint", None, "A checkpoint path prefix, or best (default: the latest).")
 _AVERAGE_LAST = flags.DEFINE_integer("average_last", None, "Average the last N checkpoints in memory.")
 _INPUT = flags.DEFINE_string("input", None, "Source sentences, one a line, plain or gzip (default: stdin).")
 _OUTPUT = flags.DEFINE_string("output", None, "Where to write the translations (default: stdout).")

@@ -47,10 +47,12 @@ def model_dir(corpus, tmp_path_factory):
         "--dataset=files", f"--train_source={corpus['train_en']}", f"--train_target={corpus['train_de']}",
         f"--valid_source={corpus['valid_en']}", f"--valid_target={corpus['valid_de']}", f"--model_dir={path}",
         "--vocab_size=400", "--batch_tokens=512", "--seed=1", "--validation_batches=1",
-        "--train_steps=4", "--checkpoint_every=2", "--keep_checkpoints=5",
+        "--train_steps=4", "--checkpoint_every=2", "--keep_checkpoints=5", "--bleu_every=2", "--bleu_sentences=4",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert (path / "checkpoints" / "ckpt-4.index").is_file()
+    assert "Best validation BLEU" in result.stdout
+    assert json.loads((path / "best" / "best.json").read_text())["settings"] == {"sentences": 4, "beam_size": 1}
     return path
 
 

@@ -28,8 +28,26 @@ class TrainConfig(JsonConfig):
         jit_compile: compile the training step with XLA.
         log_every: steps between TensorBoard points (loss, learning rate, tokens/s).
         validation_batches: batches of the validation set per evaluation; 0 means all of it.
+        bleu_every: steps between validation BLEU evaluations; 0 turns them off. Evaluations happen where
+            checkpoints do: at the first checkpoint at or after each multiple of `bleu_every` steps (so use a
+            multiple of `checkpoint_every`), and at the end of training. Each translates the first
+            `bleu_sentences` validation pairs, scores them with sacreBLEU (BLEU, chrF, tokenized lowercased
+            BLEU; `tf_transformer.evaluation.score_translations`), writes them to TensorBoard (`logs/bleu`,
+            tags `validation/bleu`, `validation/chrf`, `validation/tok_lower_bleu`, at the global step) and
+            logs one line. Needs a validation split; not supported with "multi_worker_mirrored".
+        bleu_sentences: at most this many validation pairs are translated: the first ones in file order
+            (after dropping pairs with an empty side), the same at every evaluation.
+        bleu_beam_size: beam width of those translations (length penalty 0.6, the paper's); 1 is greedy
+            search, the fastest.
+        keep_best: with `bleu_every`, keep the model with the highest validation BLEU so far in
+            `model_dir/best` (a checkpoint of its weights and score, and `best.json`); a later evaluation
+            replaces it only with a strictly higher BLEU, also across restarts. Load it with
+            `checkpoint="best"` (tools: `--checkpoint=best`).
         seed: seeds weights, data order and dropout; None for a random run.
         deterministic: also makes TensorFlow ops deterministic (slower), for reproducible runs.
+
+    Unlike the model and data configs, a restart may change any of these but `model_dir` (e.g. train longer,
+    evaluate BLEU more often or on more sentences); `train_config.json` holds the latest run's settings.
     """
 
     model_dir: str
@@ -42,20 +60,34 @@ class TrainConfig(JsonConfig):
     jit_compile: bool = False
     log_every: int = 100
     validation_batches: int = 0
+    bleu_every: int = 0
+    bleu_sentences: int = 500
+    bleu_beam_size: int = 1
+    keep_best: bool = True
     seed: Optional[int] = None
     deterministic: bool = False
 
     def __post_init__(self):
         if not self.model_dir:
             raise ConfigError("model_dir: empty. Fix: pass --model_dir, a directory for checkpoints and logs.")
-        for name in ("train_steps", "checkpoint_every", "keep_checkpoints", "log_every"):
+        positive = (
+            "train_steps",
+            "checkpoint_every",
+            "keep_checkpoints",
+            "log_every",
+            "bleu_sentences",
+            "bleu_beam_size",
+        )
+        for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name}: must be a positive integer, got {value!r}. Fix: set {name} >= 1.")
-        for name in ("num_cpu_devices", "validation_batches"):
+        for name in ("num_cpu_devices", "validation_batches", "bleu_every"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"{name}: must be an integer >= 0, got {value!r}. Fix: set {name} >= 0.")
+        if not isinstance(self.keep_best, bool):
+            raise ConfigError(f"keep_best: must be true or false, got {self.keep_best!r}. Fix: set keep_best=true.")
         if self.strategy not in STRATEGIES:
             raise ConfigError(unknown_option("strategy", self.strategy, STRATEGIES))
         if self.mixed_precision not in PRECISIONS:

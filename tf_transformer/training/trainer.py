@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -15,9 +16,10 @@ import keras
 import tensorflow as tf
 
 from tf_transformer import data as data_lib
-from tf_transformer.checkpoints import CHECKPOINT_DIR, CONFIG_FILE, VOCAB_DIR
+from tf_transformer.checkpoints import BEST_DIR, CHECKPOINT_DIR, CONFIG_FILE, VOCAB_DIR
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.data.vocab import TOKENIZER_JSON
+from tf_transformer.decoding.text import TextTranslator
 from tf_transformer.models import Transformer
 from tf_transformer.training.callbacks import CheckpointEveryEpoch, StopAtStep, TrainingDiverged, TrainingMonitor
 from tf_transformer.training.losses import MaskedCrossEntropy
@@ -25,6 +27,7 @@ from tf_transformer.training.metrics import MaskedAccuracy, TokenCount
 from tf_transformer.training.multi_worker import cluster_role, fit_multi_worker, wait_for_file
 from tf_transformer.training.optimizer import make_optimizer
 from tf_transformer.training.train_config import TrainConfig
+from tf_transformer.training.validation_bleu import ValidationBleu
 
 logger = logging.getLogger("tf_transformer")
 
@@ -32,6 +35,7 @@ logger = logging.getLogger("tf_transformer")
 DATA_CONFIG_FILE = "data_config.json"
 TRAIN_CONFIG_FILE = "train_config.json"
 DATA_REPORT_FILE = "data_report.json"
+BLEU_LOG_DIR = "logs/bleu"  # not logs/validation, which Keras' TensorBoard callback writes to
 
 # Model-config fields a restart may change: the vocabulary size is resolved from the built vocabulary, and
 # training hyperparameters (e.g. a lower learning rate after a divergence) do not change the weights' shapes.
@@ -43,7 +47,10 @@ RESUMABLE_CHANGES = (
 
 @dataclasses.dataclass(frozen=True)
 class TrainResult:
-    """What a call to `train` did: "completed", or "already_complete" when nothing was left to do."""
+    """What a call to `train` did: "completed", or "already_complete" when nothing was left to do.
+
+    `best` is the best validation BLEU evaluation so far (best.json's contents) when the run keeps one.
+    """
 
     status: str
     step: int
@@ -52,6 +59,7 @@ class TrainResult:
     history: dict
     replicas: int = 1
     weights_digest: str = ""
+    best: Optional[dict] = None
 
 
 def configure_devices(num_cpu_devices: int) -> None:
@@ -206,6 +214,10 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
         )
     logger.info("Training from step %d to %d on %d replica(s).", start_step, train_config.train_steps, replicas)
     batch_multiple = math.lcm(data_config.batch_multiple, replicas)
+    # None when off; multi-worker runs with bleu_every were refused by _check_settings.
+    bleu = (
+        _validation_bleu(model, tokenizer, valid_corpus, train_config, model_dir) if train_config.bleu_every else None
+    )
     try:
         if multi_worker:
 
@@ -223,7 +235,7 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
                 data_config, tokenizer, "train", training=True, corpus=train_corpus, batch_multiple=batch_multiple
             )
             valid_dataset = _validation_dataset(data_config, tokenizer, valid_corpus, train_config)
-            history = _fit(model, train_dataset, valid_dataset, manager, train_config, model_dir)
+            history = _fit(model, train_dataset, valid_dataset, manager, train_config, model_dir, bleu)
     except RuntimeError as error:  # TerminateOnNaN's, or TrainingDiverged from a checkpoint check
         if "NaN" not in str(error) and "Inf" not in str(error) and not isinstance(error, TrainingDiverged):
             raise
@@ -235,8 +247,9 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
     final_step = int(optimizer.iterations.numpy())
     logger.info("Stopped at step %d; latest checkpoint %s", final_step, manager.latest_checkpoint)
     return TrainResult(
-        "completed", final_step, start_step, manager.latest_checkpoint, history, replicas, weights_digest(model)
-    )
+        "completed", final_step, start_step, manager.latest_checkpoint, history, replicas, weights_digest(model),
+        bleu.best if bleu is not None else None,
+    )  # fmt: skip
 
 
 def _check_settings(model_config, data_config, train_config, multi_worker) -> None:
@@ -247,6 +260,17 @@ def _check_settings(model_config, data_config, train_config, multi_worker) -> No
         raise ConfigError(
             f"max_length: the data allows {data_config.max_length} tokens a side but the model only "
             f"{model_config.max_length}. Fix: lower --max_length or raise the model's max_length (--override)."
+        )
+    if train_config.bleu_every and multi_worker:
+        raise ConfigError(
+            "bleu_every: validation BLEU during training is not supported with strategy=multi_worker_mirrored (its "
+            "custom loop runs no Keras callbacks, and the chief decoding alone would stall the other workers). Fix: "
+            "set --bleu_every=0 and score checkpoints afterwards with tools/evaluate.py --checkpoint=PATH."
+        )
+    if train_config.bleu_every and data_config.dataset == "files" and data_config.valid_source is None:
+        raise ConfigError(
+            "bleu_every: validation BLEU needs a validation split. Fix: pass --valid_source=PATH and "
+            "--valid_target=PATH, or set --bleu_every=0."
         )
     if multi_worker and data_config.seed is None:
         raise ConfigError(
@@ -277,8 +301,34 @@ def _validation_dataset(data_config, tokenizer, valid_corpus, train_config):
     return dataset
 
 
-def _fit(model, train_dataset, valid_dataset, manager, train_config, model_dir) -> dict:
-    """`model.fit` in epochs of `checkpoint_every` steps, from the restored step to `train_steps`."""
+def _validation_bleu(model, tokenizer, valid_corpus, train_config, model_dir) -> ValidationBleu:
+    """The callback that scores translations of the first `bleu_sentences` validation pairs (see TrainConfig)."""
+    pairs = list(itertools.islice(valid_corpus.pairs(), train_config.bleu_sentences))
+    if not pairs:
+        raise ConfigError(
+            f"bleu_every: the validation split ({valid_corpus.description}) has no pairs to translate. Fix: give a "
+            "validation split with sentences, or set --bleu_every=0."
+        )
+    beam_size = train_config.bleu_beam_size
+    # One translator for the whole run: its traced decoder reads the variables, so it follows the training.
+    translator = TextTranslator(model, tokenizer, beam_size=beam_size, method="beam" if beam_size > 1 else "greedy")
+    return ValidationBleu(
+        translator,
+        [source for source, _ in pairs],
+        [target for _, target in pairs],
+        model.optimizer.iterations,
+        train_config.bleu_every,
+        model_dir / BLEU_LOG_DIR,
+        best_dir=model_dir / BEST_DIR if train_config.keep_best else None,
+        settings={"sentences": len(pairs), "beam_size": beam_size},
+    )
+
+
+def _fit(model, train_dataset, valid_dataset, manager, train_config, model_dir, bleu=None) -> dict:
+    """`model.fit` in epochs of `checkpoint_every` steps, from the restored step to `train_steps`.
+
+    `bleu`, a `ValidationBleu` callback or None, runs after the checkpoint of each epoch is saved.
+    """
     step = model.optimizer.iterations
     every = train_config.checkpoint_every
     callbacks = [
@@ -288,6 +338,8 @@ def _fit(model, train_dataset, valid_dataset, manager, train_config, model_dir) 
         keras.callbacks.TensorBoard(str(model_dir / "logs"), update_freq=train_config.log_every),
         TrainingMonitor(str(model_dir / "logs" / "train"), train_config.log_every, step),
     ]
+    if bleu is not None:
+        callbacks.append(bleu)
     history = model.fit(
         train_dataset,
         epochs=math.ceil(train_config.train_steps / every),
