@@ -40,7 +40,7 @@ result = train(model_config, data_config, TrainConfig(
     model_dir=sys.argv[3], train_steps=12, checkpoint_every=4, strategy=sys.argv[4], num_cpu_devices=2, seed=1,
     deterministic=True))
 import tensorflow as tf
-print(json.dumps({"loss": result.history["loss"], "replicas": result.replicas,
+print(json.dumps({"loss": result.history["loss"], "val_loss": result.history["val_loss"], "replicas": result.replicas,
                   "devices": len(tf.config.list_logical_devices("CPU"))}))
 """
 
@@ -48,8 +48,14 @@ print(json.dumps({"loss": result.history["loss"], "replicas": result.replicas,
 def test_mirrored_on_two_cpu_devices_follows_the_one_device_loss_curve(tmp_path, small_corpus):
     config_path, data_path = tmp_path / "model.json", tmp_path / "data.json"
     MODEL.to_json(config_path)
-    data_config(small_corpus, batch_multiple=2).to_json(data_path)  # the same batches for both runs
-    curves = {}
+    # The same batches for both runs; 99 validation pairs leave partly filled batches that mirrored
+    # validation must still split across the replicas.
+    valid_source, valid_target = tmp_path / "valid.en", tmp_path / "valid.de"
+    for name, path in (("valid_en", valid_source), ("valid_de", valid_target)):
+        path.write_text("".join(small_corpus[name].read_text(encoding="utf-8").splitlines(True)[:99]), "utf-8")
+    data = data_config(small_corpus, batch_multiple=2, valid_source=str(valid_source), valid_target=str(valid_target))
+    data.to_json(data_path)
+    curves, validation = {}, {}
     for strategy in ("one_device", "mirrored"):
         result = subprocess.run(
             [
@@ -68,10 +74,11 @@ def test_mirrored_on_two_cpu_devices_follows_the_one_device_loss_curve(tmp_path,
         assert result.returncode == 0, result.stderr[-3000:]
         summary = json.loads(result.stdout.strip().splitlines()[-1])
         assert summary["devices"] == 2
-        curves[strategy] = summary["loss"]
+        curves[strategy], validation[strategy] = summary["loss"], summary["val_loss"]
         assert summary["replicas"] == (2 if strategy == "mirrored" else 1)
     assert len(curves["one_device"]) == 3
     np.testing.assert_allclose(curves["mirrored"], curves["one_device"], rtol=1e-4)
+    np.testing.assert_allclose(validation["mirrored"], validation["one_device"], rtol=1e-4)
     assert curves["one_device"][-1] < curves["one_device"][0]  # it does learn
 
 

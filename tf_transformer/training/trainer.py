@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
@@ -234,7 +235,7 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
             train_dataset = data_lib.make_dataset(
                 data_config, tokenizer, "train", training=True, corpus=train_corpus, batch_multiple=batch_multiple
             )
-            valid_dataset = _validation_dataset(data_config, tokenizer, valid_corpus, train_config)
+            valid_dataset = _validation_dataset(data_config, tokenizer, valid_corpus, train_config, batch_multiple)
             history = _fit(model, train_dataset, valid_dataset, manager, train_config, model_dir, bleu)
     except RuntimeError as error:  # TerminateOnNaN's, or TrainingDiverged from a checkpoint check
         if "NaN" not in str(error) and "Inf" not in str(error) and not isinstance(error, TrainingDiverged):
@@ -289,16 +290,32 @@ def _vocabulary(data_config, vocab_dir: pathlib.Path, train_corpus, is_chief: bo
     return data_lib.Tokenizer.from_directory(vocab_dir)
 
 
-def _validation_dataset(data_config, tokenizer, valid_corpus, train_config):
+def _validation_dataset(data_config, tokenizer, valid_corpus, train_config, batch_multiple=1):
     if valid_corpus is None:
         return None
     report = data_lib.scan_lengths(data_config, tokenizer, "valid", corpus=valid_corpus)
-    dataset = data_lib.make_dataset(data_config, tokenizer, "valid", training=False, corpus=valid_corpus)
+    dataset = data_lib.make_dataset(
+        data_config, tokenizer, "valid", training=False, corpus=valid_corpus, batch_multiple=batch_multiple
+    )
+    if batch_multiple > 1:
+        # The last, partly filled batch of each bucket must split evenly across the replicas too; rows of
+        # padding add no token to the masked loss and metrics.
+        dataset = dataset.map(functools.partial(_pad_rows_to_multiple, multiple=batch_multiple))
     # A known length lets Keras run validation to the end without a "ran out of data" warning.
     dataset = dataset.apply(tf.data.experimental.assert_cardinality(report.num_batches))
     if train_config.validation_batches:
         dataset = dataset.take(train_config.validation_batches)
     return dataset
+
+
+def _pad_rows_to_multiple(inputs, target_out, multiple):
+    """A batch `((source, target_in), target_out)` with all-padding rows added up to a multiple of `multiple`."""
+    extra = -tf.shape(target_out)[0] % multiple
+
+    def pad(tensor):
+        return tf.pad(tensor, [[0, extra], [0, 0]])
+
+    return tf.nest.map_structure(pad, inputs), pad(target_out)
 
 
 def _validation_bleu(model, tokenizer, valid_corpus, train_config, model_dir) -> ValidationBleu:
