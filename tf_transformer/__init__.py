@@ -10,7 +10,7 @@ model.compile(optimizer=tft.make_optimizer(config),
 
 __version__ = "0.1.0"
 
-from tf_transformer import checkpoints, data, decoding, evaluation, layers, visualization
+from tf_transformer import checkpoints, data, decoding, evaluation, export, layers, visualization
 from tf_transformer.config import ConfigError, TransformerConfig, list_presets
 from tf_transformer.models import SequenceClassifier, Transformer
 from tf_transformer.training import MaskedAccuracy, MaskedCrossEntropy, WarmupSchedule, make_loss, make_optimizer
@@ -27,6 +27,7 @@ __all__ = [
     "data",
     "decoding",
     "evaluation",
+    "export",
     "layers",
     "list_presets",
     "make_loss",

@@ -14,8 +14,15 @@ Weights: the latest checkpoint of --model_dir/checkpoints; --checkpoint=PATH for
 .../checkpoints/ckpt-60, or the path tools/average_checkpoints.py printed); --checkpoint=best for the best
 checkpoint by validation BLEU (training with --bleu_every keeps it in MODEL_DIR/best); --average_last=N to
 average the last N checkpoints on the fly (nothing is written). Decoding happens in
-`tf_transformer.decoding.text.translate_texts`. Translating with an exported SavedModel (--saved_model) is not
-supported yet.
+`tf_transformer.decoding.text.translate_texts`.
+
+With --saved_model=DIR instead of --model_dir, it translates with an export of tools/export.py (DIR is a
+version folder, or the export's base folder for its latest version) through its serving signatures, batched
+the same way, so the output is what --model_dir gives with the settings the model was exported with. The
+decoding flags (--beam_size, --length_penalty, --method, --max_decode_length) and the checkpoint flags are
+fixed in the export and refused here; --n_best may be at most the export's n_best.
+
+    python tools/translate.py --saved_model=exports/multi30k < test.en > test.hyp.de
 """
 
 import logging as pylogging
@@ -24,12 +31,15 @@ import sys
 from absl import app, flags
 
 from tf_transformer.checkpoints import load_translation_model
-from tf_transformer.data.files import inspect_text_file, read_lines
+from tf_transformer.data.files import read_sentences
 from tf_transformer.decoding import METHODS
-from tf_transformer.decoding.text import translate_texts
+from tf_transformer.decoding.text import format_results, translate_texts
 from tf_transformer.files import write_atomically
 
-_MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tools/train.py.", required=True)
+_MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tools/train.py.")
+_SAVED_MODEL = flags.DEFINE_string(
+    "saved_model", None, "Instead of --model_dir: an export of tools/export.py (a version or its base folder)."
+)
 _CHECKPOINT = flags.DEFINE_string("checkpoint", None, "A checkpoint path prefix, or best (default: the latest).")
 _AVERAGE_LAST = flags.DEFINE_integer("average_last", None, "Average the last N checkpoints in memory.")
 _INPUT = flags.DEFINE_string("input", None, "Source sentences, one a line, plain or gzip (default: stdin).")
@@ -44,55 +54,59 @@ _MAX_DECODE_LENGTH = flags.DEFINE_integer(
 )
 
 
-def read_input(path):
-    """The lines of `path` (plain or gzip), or of stdin without a path."""
-    if path is None:
-        text = sys.stdin.buffer.read().decode("utf-8")
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        lines = [line.rstrip("\r") for line in lines]
-        if lines and lines[0].startswith("\ufeff"):
-            lines[0] = lines[0][1:]
-        return lines
-    inspect_text_file(path, "--input")  # a clear error for a missing, empty or non-UTF-8 file
-    return list(read_lines(path))
+# Fixed when a model is exported: not flags of a translation with --saved_model.
+_EXPORT_SETTINGS = ("checkpoint", "average_last", "beam_size", "length_penalty", "method", "max_decode_length")
 
 
-def format_results(results, n_best):
-    """Output lines: one translation a sentence, or `i ||| text ||| score` lines for n_best > 1."""
-    if n_best == 1:
-        return [hypotheses[0][0] for hypotheses in results]
-    return [f"{i} ||| {text} ||| {score:.6f}" for i, hypotheses in enumerate(results) for text, score in hypotheses]
+def check_model_flags():
+    """One of --model_dir and --saved_model; with --saved_model, none of the settings fixed in the export."""
+    if (_MODEL_DIR.value is None) == (_SAVED_MODEL.value is None):
+        raise ValueError("give one of --model_dir (a trained model directory) and --saved_model (an export).")
+    if _SAVED_MODEL.value is not None:
+        given = [f"--{name}" for name in _EXPORT_SETTINGS if flags.FLAGS[name].present]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)}: fixed when the model was exported, so not a flag with --saved_model. Fix: leave "
+                "it out, or export again with the setting (tools/export.py)."
+            )
+    if _CHECKPOINT.value is not None and _AVERAGE_LAST.value is not None:
+        raise ValueError("--checkpoint and --average_last: give one of them.")
 
 
 def main(argv):
     del argv
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
     try:
-        if _CHECKPOINT.value is not None and _AVERAGE_LAST.value is not None:
-            raise ValueError("--checkpoint and --average_last: give one of them.")
-        sentences = read_input(_INPUT.value)
-        model, tokenizer, _ = load_translation_model(
-            _MODEL_DIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value
-        )
+        check_model_flags()
+        sentences = read_sentences(_INPUT.value, "--input")
         bar = None
         if _OUTPUT.value is not None:
             import tqdm
 
             bar = tqdm.tqdm(total=len(sentences), unit="sentence", file=sys.stderr)
-        results = translate_texts(
-            model, tokenizer, sentences, beam_size=_BEAM_SIZE.value, length_penalty=_LENGTH_PENALTY.value,
-            n_best=_N_BEST.value, method=_METHOD.value, batch_tokens=_BATCH_TOKENS.value,
-            max_decode_length=_MAX_DECODE_LENGTH.value,
-            progress=(lambda done, total: bar.update(done - bar.n)) if bar is not None else None,
-        )  # fmt: skip
+        progress = (lambda done, total: bar.update(done - bar.n)) if bar is not None else None
+        if _SAVED_MODEL.value is not None:
+            from tf_transformer.export import translate_with_saved_model
+
+            results = translate_with_saved_model(
+                _SAVED_MODEL.value, sentences, n_best=_N_BEST.value, batch_tokens=_BATCH_TOKENS.value,
+                progress=progress,
+            )  # fmt: skip
+        else:
+            model, tokenizer, _ = load_translation_model(
+                _MODEL_DIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value
+            )
+            results = translate_texts(
+                model, tokenizer, sentences, beam_size=_BEAM_SIZE.value, length_penalty=_LENGTH_PENALTY.value,
+                n_best=_N_BEST.value, method=_METHOD.value, batch_tokens=_BATCH_TOKENS.value,
+                max_decode_length=_MAX_DECODE_LENGTH.value, progress=progress,
+            )  # fmt: skip
         if bar is not None:
             bar.close()
     except (FileNotFoundError, ValueError) as error:  # ConfigError and DataError are ValueErrors
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
-    text = "".join(line + "\n" for line in format_results(results, _N_BEST.value))
+    text = "".join(line + "\n" for line in format_results(results, scored=_N_BEST.value > 1))
     if _OUTPUT.value is None:
         sys.stdout.buffer.write(text.encode("utf-8"))
         sys.stdout.flush()

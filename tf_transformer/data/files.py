@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import os
+import sys
 import zlib
-from typing import BinaryIO, Iterator, Optional, Tuple, Union
+from typing import BinaryIO, Iterator, List, Optional, Tuple, Union
 
 import tensorflow as tf
 
@@ -112,6 +113,26 @@ def read_lines(path: PathLike) -> Iterator[str]:
         for number, raw in enumerate(handle):
             line = raw.decode("utf-8").rstrip("\r\n")
             yield line[1:] if number == 0 and line.startswith("\ufeff") else line
+
+
+def read_sentences(path: Optional[PathLike] = None, flag: Optional[str] = None) -> List[str]:
+    """The lines of `path` (plain or gzip, checked with `inspect_text_file`), or of stdin without a path: UTF-8,
+    without line ends or a leading byte-order mark; the sentences the translation tools read.
+
+    Raises:
+        DataError: a missing, empty or non-UTF-8 file (naming `flag`).
+        UnicodeDecodeError: stdin is not UTF-8.
+    """
+    if path is None:
+        lines = sys.stdin.buffer.read().decode("utf-8").split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        lines = [line.rstrip("\r") for line in lines]
+        if lines and lines[0].startswith("\ufeff"):
+            lines[0] = lines[0][1:]
+        return lines
+    inspect_text_file(path, flag)
+    return list(read_lines(path))
 
 
 class FileCorpus(ParallelCorpus):

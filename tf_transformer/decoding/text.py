@@ -102,7 +102,7 @@ class TextTranslator:
         done = total - len(pending)
         if progress is not None and done:
             progress(done, total)
-        for batch in self._batches(pending, sources):
+        for batch in batch_by_tokens(pending, [len(source) for source in sources], self.batch_tokens):
             width = len(sources[batch[0]])  # the longest: sorted by length, longest first
             source_ids = np.zeros((len(batch), width), np.int32)
             for row, index in enumerate(batch):
@@ -132,29 +132,44 @@ class TextTranslator:
                 if len(row) > self.max_source_tokens:
                     row, truncated = row[: self.max_source_tokens], truncated + 1
                 sources.append(np.concatenate([row.astype(np.int32), eos]))
-        if truncated:
-            logger.warning(
-                "%d of %d sentences have more than %d tokens (the model's max_length %d, less the EOS): "
-                "translated from their first %d tokens.",
-                truncated, len(sentences), self.max_source_tokens, self.model.config.max_length,
-                self.max_source_tokens,
-            )  # fmt: skip
+        warn_truncated(truncated, len(sentences), self.model.config.max_length)
         return sources
 
-    def _batches(self, pending: List[int], sources: List[np.ndarray]) -> List[List[int]]:
-        """`pending` sorted longest first, cut into batches of at most `batch_tokens` padded source tokens
-        (at least one sentence each)."""
-        order = sorted(pending, key=lambda index: (-len(sources[index]), index))
-        batches, batch = [], []
-        for index in order:
-            width = len(sources[batch[0]]) if batch else len(sources[index])
-            if batch and (len(batch) + 1) * width > self.batch_tokens:
-                batches.append(batch)
-                batch = []
-            batch.append(index)
-        if batch:
+
+def warn_truncated(truncated: int, total: int, max_length: int) -> None:
+    """The warning, on the "tf_transformer" logger, that `truncated` of `total` sentences were cut to the first
+    `max_length - 1` tokens (nothing when none were)."""
+    if truncated:
+        logger.warning(
+            "%d of %d sentences have more than %d tokens (the model's max_length %d, less the EOS): "
+            "translated from their first %d tokens.",
+            truncated, total, max_length - 1, max_length, max_length - 1,
+        )  # fmt: skip
+
+
+def batch_by_tokens(pending: Sequence[int], lengths: Sequence[int], batch_tokens: int) -> List[List[int]]:
+    """The indices `pending` (into `lengths`, source lengths with the EOS) sorted longest first (input order
+    among equals) and cut into batches of at most `batch_tokens` padded source tokens, at least one sentence
+    each: how `TextTranslator` batches, shared with translating through a SavedModel."""
+    order = sorted(pending, key=lambda index: (-lengths[index], index))
+    batches, batch = [], []
+    for index in order:
+        width = lengths[batch[0]] if batch else lengths[index]
+        if batch and (len(batch) + 1) * width > batch_tokens:
             batches.append(batch)
-        return batches
+            batch = []
+        batch.append(index)
+    if batch:
+        batches.append(batch)
+    return batches
+
+
+def format_results(results: List[List[Tuple[str, float]]], scored: bool) -> List[str]:
+    """Output lines of translation results: the best translation of each sentence, or with `scored` every
+    hypothesis as `i ||| text ||| score` (i: the 0-based sentence number; the n-best format)."""
+    if not scored:
+        return [hypotheses[0][0] for hypotheses in results]
+    return [f"{i} ||| {text} ||| {score:.6f}" for i, hypotheses in enumerate(results) for text, score in hypotheses]
 
 
 def translate_texts(

@@ -1,0 +1,51 @@
+"""SavedModels for TensorFlow Serving: strings in, translations out, with the tokenizer and beam search inside.
+
+    path = export_saved_model("runs/multi30k_tiny", "exports/multi30k")     # exports/multi30k/1
+    loaded = tf.saved_model.load(str(path))      # needs only tensorflow and tensorflow_text imported
+    loaded.signatures["serving_default"](inputs=tf.constant(["A dog runs."]))   # {"outputs", "scores"}
+
+An export is one version folder in TensorFlow Serving's layout (`EXPORT_DIR/<version>/`: saved_model.pb,
+variables/, assets/, assets.extra/), holding a `TranslationModule` with three signatures:
+
+| signature | inputs | outputs |
+| --- | --- | --- |
+| `serving_default` | `inputs`: string [batch] | `outputs`: string [batch], `scores`: float32 [batch] |
+| `translate_nbest` | `inputs`: string [batch] | `outputs`: string [batch, n_best], `scores`: float32 [batch, n_best] |
+| `translate_ids` | `source_ids`: int32 [batch, len] | `output_ids`: int32 [batch, T], `scores`: float32 [batch] |
+
+Scores are length-penalised log-probabilities (beam search). The graph uses TensorFlow core and
+tensorflow-text ops only (stock TensorFlow Serving links both), so serving needs no Python.
+
+Defined input behaviour (the same as `tf_transformer.decoding.translate_texts`):
+
+- Empty or blank sentence (no tokens): translation "" with score 0.0; it is not run through the model.
+- Sentence longer than the model's `max_length - 1` tokens: translated from its first `max_length - 1`
+  tokens (the source then ends with EOS, as in training). It never fails.
+- A batch mixing short and long sentences: decoded together (padded), results in input order.
+- Empty batch (shape [0]): empty outputs.
+- Bytes that are not UTF-8: each maximal invalid subsequence becomes U+FFFD (the replacement character),
+  as Python's `bytes.decode("utf-8", errors="replace")`; outputs are always valid UTF-8.
+
+Modules: `module` (the `tf.Module`), `exporter` (`export_saved_model`, versions, assets, warmup),
+`warmup` (the warmup requests), `client` (REST and gRPC clients of a model server), `saved_model`
+(translating with an export in this process).
+"""
+
+from tf_transformer.export.client import (
+    ids_predict_request,
+    predict_request,
+    rest_request,
+    translate_grpc,
+    translate_rest,
+    translate_with_server,
+)
+from tf_transformer.export.exporter import EXPORT_CONFIG_FILE, WARMUP_FILE, export_saved_model, next_version
+from tf_transformer.export.module import TranslationModule
+from tf_transformer.export.saved_model import SavedModelTranslator, translate_with_saved_model
+from tf_transformer.export.warmup import read_warmup_requests, warmup_requests
+
+__all__ = [
+    "EXPORT_CONFIG_FILE", "SavedModelTranslator", "TranslationModule", "WARMUP_FILE", "export_saved_model",
+    "ids_predict_request", "next_version", "predict_request", "read_warmup_requests", "rest_request",
+    "translate_grpc", "translate_rest", "translate_with_saved_model", "translate_with_server", "warmup_requests",
+]  # fmt: skip

@@ -1,0 +1,196 @@
+"""`export_saved_model`: a trained model directory -> one version of a TensorFlow Serving model."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pathlib
+import shutil
+import tempfile
+import uuid
+from typing import List, Optional, Union
+
+import tensorflow as tf
+
+from tf_transformer.checkpoints import (
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    VOCAB_DIR,
+    load_translation_model,
+    resolve_checkpoint,
+)
+from tf_transformer.decoding._common import is_int
+from tf_transformer.export.module import TranslationModule
+from tf_transformer.export.warmup import write_warmup_requests
+
+logger = logging.getLogger("tf_transformer")
+
+PathLike = Union[str, os.PathLike]
+
+# Inside an export (a version folder): the files beside TensorFlow's own.
+EXPORT_CONFIG_FILE = "export_config.json"
+WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+# Sentences for the warmup requests when the model directory names no local validation file.
+FALLBACK_WARMUP_SENTENCES = (
+    "A man in a blue shirt is standing on a ladder.",
+    "Two dogs are playing in the snow.",
+    "A little girl is climbing the stairs to her wooden playhouse.",
+)
+
+
+def export_saved_model(
+    model_dir: PathLike,
+    export_dir: PathLike,
+    version: Optional[int] = None,
+    checkpoint: Optional[PathLike] = None,
+    beam_size: int = 4,
+    length_penalty: float = 0.6,
+    n_best: Optional[int] = None,
+    max_decode_length: Optional[int] = None,
+    extra_decode_length: int = 50,
+) -> pathlib.Path:
+    """Exports a trained model directory as `export_dir/<version>/`, a SavedModel for TensorFlow Serving.
+
+    The SavedModel holds a `TranslationModule` (see there for its signatures and its input behaviour):
+    strings in, translations out, tokenizer and beam search in the graph. Beside TensorFlow's files the
+    version folder holds:
+
+    - `assets/config.json`: the resolved `TransformerConfig`; `assets/export_config.json`: the decoding
+      settings, the checkpoint, the signatures and the TensorFlow / tensorflow-text versions it was
+      exported with; `assets/` also has the vocabulary files (e.g. `spm.model`), for `translate_ids` users.
+    - `assets.extra/tf_serving_warmup_requests`: `PredictionLog` records that TensorFlow Serving replays
+      when it loads the model, so the first real request does not pay for the first run of the graph
+      (sentences from the model directory's validation source file when it is local, else fixed ones).
+
+    The export is written to a hidden folder beside the version folder and renamed into place at the end,
+    so TensorFlow Serving (which watches `export_dir` for numbered folders) never sees half an export, and
+    a failure leaves nothing behind.
+
+    Args:
+        model_dir: a folder written by `tools/train.py`.
+        export_dir: the model's base folder (the one TensorFlow Serving's `--model_base_path` names).
+        version: the version number; None for one more than the highest version in `export_dir` (1 first).
+        checkpoint: as in `load_translation_model`: None for the latest; a path prefix or a folder.
+        beam_size, length_penalty, n_best, max_decode_length, extra_decode_length: see `TranslationModule`.
+
+    Returns:
+        The version folder, `export_dir/<version>`.
+
+    Raises:
+        FileExistsError: `export_dir/<version>` exists already (an export is never overwritten).
+        FileNotFoundError: model_dir, its config, vocabulary or checkpoint is missing.
+        ValueError: a bad version or decoding setting, or an `export_dir` that is itself a SavedModel.
+    """
+    export_dir = pathlib.Path(export_dir)
+    if (export_dir / "saved_model.pb").is_file():
+        raise ValueError(
+            f"export_dir: {export_dir} is itself a SavedModel, but TensorFlow Serving wants one numbered folder per "
+            f"version inside the base folder. Fix: pass its parent ({export_dir.parent}) or a new folder."
+        )
+    version = next_version(export_dir) if version is None else version
+    if not is_int(version) or version < 0:
+        raise ValueError(f"version: must be an integer >= 0, got {version!r}. Fix: leave it out for the next one.")
+    target = export_dir / str(version)
+    _refuse_existing(target)
+    model, tokenizer, config = load_translation_model(model_dir, checkpoint)
+    checkpoint_path = resolve_checkpoint(checkpoint) if checkpoint is not None else None
+    module = TranslationModule(
+        model,
+        tokenizer,
+        beam_size=beam_size,
+        length_penalty=length_penalty,
+        n_best=n_best,
+        max_decode_length=max_decode_length,
+        extra_decode_length=extra_decode_length,
+    )
+    settings = {
+        **module.settings,
+        "max_source_tokens": module.max_source_tokens,
+        "version": version,
+        "model_dir": str(pathlib.Path(model_dir).resolve()),
+        "checkpoint": checkpoint_path or tf.train.latest_checkpoint(str(pathlib.Path(model_dir) / CHECKPOINT_DIR)),
+        "signatures": {
+            "serving_default": "inputs: string [batch] -> outputs: string [batch], scores: float32 [batch]",
+            "translate_nbest": "inputs: string [batch] -> outputs: string [batch, n_best], scores: float32 "
+            "[batch, n_best]",
+            "translate_ids": "source_ids: int32 [batch, source_len] -> output_ids: int32 [batch, T], scores: "
+            "float32 [batch]",
+        },
+        "tensorflow_version": tf.__version__,
+        "tensorflow_text_version": _tensorflow_text_version(),
+    }
+
+    export_dir.mkdir(parents=True, exist_ok=True)
+    staging = export_dir / f".{version}.exporting-{uuid.uuid4().hex[:8]}"
+    try:
+        with tempfile.TemporaryDirectory() as assets:
+            assets = pathlib.Path(assets)
+            config.to_json(assets / CONFIG_FILE)
+            (assets / EXPORT_CONFIG_FILE).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+            # Tracked assets: TensorFlow copies them into assets/, and a loaded model knows their paths.
+            module.config_file = tf.saved_model.Asset(str(assets / CONFIG_FILE))
+            module.export_config_file = tf.saved_model.Asset(str(assets / EXPORT_CONFIG_FILE))
+            vocab_dir = pathlib.Path(model_dir) / VOCAB_DIR
+            module.vocabulary_files = [
+                tf.saved_model.Asset(str(path))
+                for path in sorted(vocab_dir.iterdir())
+                if path.is_file() and not path.name.startswith(".")  # not a leftover temporary file
+            ]
+            tf.saved_model.save(module, str(staging), signatures=module.signatures())
+        write_warmup_requests(staging / WARMUP_FILE, warmup_sentences(model_dir), tokenizer, model_name=export_dir.name)
+        _refuse_existing(target)  # another export may have taken the version meanwhile
+        os.rename(staging, target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    logger.info("Exported %s", target)
+    return target
+
+
+def next_version(export_dir: PathLike) -> int:
+    """One more than the highest numbered folder in `export_dir`; 1 if there is none."""
+    export_dir = pathlib.Path(export_dir)
+    if not export_dir.is_dir():
+        return 1
+    versions = [int(path.name) for path in export_dir.iterdir() if path.is_dir() and path.name.isdigit()]
+    return max(versions, default=0) + 1
+
+
+def warmup_sentences(model_dir: PathLike, count: int = 3) -> List[str]:
+    """The first `count` sentences of the model directory's validation source when it is a local file (the
+    "files" dataset, or Multi30k with --data_dir), else `FALLBACK_WARMUP_SENTENCES`. Never downloads."""
+    from tf_transformer.data import DataConfig, DataError
+    from tf_transformer.data.corpus import open_corpus
+    from tf_transformer.training.trainer import DATA_CONFIG_FILE
+
+    path = pathlib.Path(model_dir) / DATA_CONFIG_FILE
+    try:
+        data_config = DataConfig.from_json(path)
+        local = (data_config.dataset == "files" and data_config.valid_source) or (
+            data_config.dataset == "multi30k" and data_config.data_dir
+        )
+        if local:
+            sentences = []
+            for source, _ in open_corpus(data_config, "valid").pairs():
+                sentences.append(source)
+                if len(sentences) == count:
+                    return sentences
+    except (DataError, OSError, ValueError):
+        pass  # the validation data moved or was never there: the fixed sentences do as well
+    return list(FALLBACK_WARMUP_SENTENCES[:count])
+
+
+def _refuse_existing(target: pathlib.Path) -> None:
+    if target.exists():
+        raise FileExistsError(
+            f"version: {target} exists already, and an export is never overwritten (TensorFlow Serving may be "
+            f"serving it). Fix: leave --version out to write the next version ({next_version(target.parent)}), or "
+            "pass an unused one."
+        )
+
+
+def _tensorflow_text_version() -> str:
+    import tensorflow_text
+
+    return tensorflow_text.__version__

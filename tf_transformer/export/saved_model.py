@@ -1,0 +1,139 @@
+"""Translating text with an export in this process: what `tools/translate.py --saved_model` runs.
+
+    translator = SavedModelTranslator("exports/multi30k")     # the latest version, or a version folder
+    translator(["A dog runs.", ""])                           # [[("Ein Hund rennt.", -0.42)], [("", 0.0)]]
+
+The decoding settings (beam size, length penalty, output length) are those the export was made with.
+Sentences are batched as `tf_transformer.decoding.text.TextTranslator` batches them (by source tokens,
+longest first), so the translations and scores are those of `translate_texts` with the same settings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+from typing import Callable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import tensorflow as tf
+
+from tf_transformer.decoding._common import is_int
+from tf_transformer.decoding.text import batch_by_tokens, warn_truncated
+from tf_transformer.export.exporter import EXPORT_CONFIG_FILE, next_version
+
+PathLike = Union[str, os.PathLike]
+
+# Sentences per call of the export's token counter.
+_COUNT_CHUNK = 1024
+
+
+def resolve_export(path: PathLike) -> pathlib.Path:
+    """The version folder `path` names: `path` itself if it holds a SavedModel, else its latest version.
+
+    Raises:
+        FileNotFoundError: neither.
+    """
+    path = pathlib.Path(path)
+    if (path / "saved_model.pb").is_file():
+        return path
+    if path.is_dir():
+        latest = next_version(path) - 1
+        if (path / str(latest) / "saved_model.pb").is_file():
+            return path / str(latest)
+    raise FileNotFoundError(
+        f"saved_model: {path} is neither a SavedModel (no saved_model.pb) nor a folder of numbered versions. Fix: "
+        "pass the --export_dir of tools/export.py, or one of its version folders."
+    )
+
+
+class SavedModelTranslator:
+    """Translates lists of sentences with an export of `tools/export.py` (`tf_transformer.export`).
+
+    Args:
+        export_dir: a version folder, or the base folder (its highest version is used).
+        n_best: translations per sentence: 1 uses `serving_default`; more use `translate_nbest` and keep its
+            first `n_best` (at most the n_best it was exported with).
+        batch_tokens: source tokens per batch, padding included (as `TextTranslator`).
+
+    Raises:
+        FileNotFoundError: no export at `export_dir`.
+        ValueError: not an export of this package, or a bad n_best or batch_tokens.
+    """
+
+    def __init__(self, export_dir: PathLike, n_best: int = 1, batch_tokens: int = 4096):
+        self.export_dir = resolve_export(export_dir)
+        settings_path = self.export_dir / "assets" / EXPORT_CONFIG_FILE
+        if not settings_path.is_file():
+            raise ValueError(
+                f"saved_model: {self.export_dir} has no assets/{EXPORT_CONFIG_FILE}, so it was not written by "
+                "tools/export.py. Fix: export the model directory with tools/export.py."
+            )
+        self.settings = json.loads(settings_path.read_text(encoding="utf-8"))
+        exported_n_best = self.settings["n_best"]
+        if not is_int(n_best) or not 1 <= n_best <= exported_n_best:
+            raise ValueError(
+                f"n_best: must be an int in [1, {exported_n_best}] (the n_best this model was exported with), got "
+                f"{n_best!r}. Fix: lower --n_best, or export again with a larger --n_best."
+            )
+        if not is_int(batch_tokens) or batch_tokens < 1:
+            raise ValueError(f"batch_tokens: must be an int >= 1, got {batch_tokens!r}. Fix: use e.g. 4096.")
+        self.n_best = n_best
+        self.batch_tokens = batch_tokens
+        import tensorflow_text  # noqa: F401 (registers the tokenizer ops the graph uses)
+
+        self.loaded = tf.saved_model.load(str(self.export_dir))
+        name = "serving_default" if n_best == 1 else "translate_nbest"
+        self.signature = self.loaded.signatures[name]
+
+    def __call__(
+        self, sentences: Sequence[str], progress: Optional[Callable[[int, int], None]] = None
+    ) -> List[List[Tuple[str, float]]]:
+        """Translations of `sentences` in input order: `n_best` (text, score) pairs each, best first; a
+        sentence without tokens gets "" and 0.0. `progress(done, total)` is called after each batch."""
+        sentences = list(sentences)
+        for index, sentence in enumerate(sentences):
+            if not isinstance(sentence, str):
+                raise TypeError(f"sentences[{index}]: expected a str, got {type(sentence).__name__}.")
+        total = len(sentences)
+        encoded = np.array([sentence.encode("utf-8") for sentence in sentences], dtype=object)
+        counts = np.concatenate(
+            [self.loaded.token_counts(tf.constant(encoded[start : start + _COUNT_CHUNK], tf.string)).numpy()
+             for start in range(0, total, _COUNT_CHUNK)] or [np.zeros([0], np.int32)]
+        )  # fmt: skip
+        max_source_tokens = self.settings["max_source_tokens"]
+        warn_truncated(int(np.sum(counts > max_source_tokens)), total, max_source_tokens + 1)
+        lengths = np.minimum(counts, max_source_tokens) + 1  # the source ids the model sees, EOS included
+        results: List[Optional[List[Tuple[str, float]]]] = [None] * total
+        pending = []
+        for index, count in enumerate(counts):
+            if count == 0:
+                results[index] = [("", 0.0)] * self.n_best
+            else:
+                pending.append(index)
+        done = total - len(pending)
+        if progress is not None and done:
+            progress(done, total)
+        for batch in batch_by_tokens(pending, lengths, self.batch_tokens):
+            output = self.signature(inputs=tf.constant(encoded[batch], tf.string))
+            texts = output["outputs"].numpy().reshape(len(batch), -1)
+            scores = output["scores"].numpy().reshape(len(batch), -1)
+            for row, index in enumerate(batch):
+                results[index] = [
+                    (texts[row, k].decode("utf-8"), float(scores[row, k])) for k in range(self.n_best)
+                ]  # fmt: skip
+            done += len(batch)
+            if progress is not None:
+                progress(done, total)
+        return results
+
+
+def translate_with_saved_model(
+    export_dir: PathLike,
+    sentences: Sequence[str],
+    n_best: int = 1,
+    batch_tokens: int = 4096,
+    progress: Optional[Callable[[int, int], None]] = None,
+) -> List[List[Tuple[str, float]]]:
+    """Translates sentences with an export; see `SavedModelTranslator`."""
+    return SavedModelTranslator(export_dir, n_best=n_best, batch_tokens=batch_tokens)(sentences, progress=progress)
