@@ -208,3 +208,10 @@ def test_a_sentencepiece_model_with_other_special_ids_is_refused(tmp_path):
     )  # SentencePiece's defaults: unk 0, bos 1, eos 2, no padding
     with pytest.raises(DataError, match=r"uses pad/bos/eos/unk ids \(-1, 1, 2, 0\).*Fix: train it with"):
         Tokenizer.from_sentencepiece(model.getvalue())
+
+
+def test_too_small_a_vocabulary_for_the_characters_says_raise_it(tmp_path):
+    from tf_transformer.data import train_sentencepiece
+
+    with pytest.raises(DataError, match="Fix: raise --vocab_size"):
+        train_sentencepiece(["abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789"] * 20, tmp_path, 12)

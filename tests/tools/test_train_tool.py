@@ -36,7 +36,7 @@ def latest_step(model_dir):
 
 def test_a_killed_run_resumes_at_its_checkpoint_and_stops_at_train_steps(tmp_path, small_corpus):
     model_dir = tmp_path / "run"
-    command = train_command(model_dir, small_corpus, "--train_steps=60", "--checkpoint_every=10")
+    command = train_command(model_dir, small_corpus, "--train_steps=40", "--checkpoint_every=10")
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
     deadline = time.time() + 240
     while not (model_dir / "checkpoints" / "ckpt-20.index").exists():
@@ -53,9 +53,9 @@ def test_a_killed_run_resumes_at_its_checkpoint_and_stops_at_train_steps(tmp_pat
 
     resumed = run(command)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert f"Trained steps {saved} -> 60" in resumed.stdout
+    assert f"Trained steps {saved} -> 40" in resumed.stdout
     assert "Resumed from" in resumed.stderr
-    assert latest_step(model_dir) == 60
+    assert latest_step(model_dir) == 40
     assert (model_dir / "config.json").read_text() == config_before
     assert json.loads(config_before)["vocab_size"] <= 500
     for name in ("data_config.json", "train_config.json", "data_report.json", "vocab/tokenizer.json"):
@@ -68,7 +68,7 @@ def test_a_killed_run_resumes_at_its_checkpoint_and_stops_at_train_steps(tmp_pat
 
     again = run(command)
     assert again.returncode == 0
-    assert "Already trained 60 steps" in again.stdout
+    assert "Already trained 40 steps" in again.stdout
 
 
 def assert_no_valid_model_dir(model_dir):

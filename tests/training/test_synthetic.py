@@ -12,13 +12,13 @@ from tf_transformer.training import synthetic_task_config, train_synthetic_task
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     model_dir = tmp_path_factory.mktemp("reverse")
-    summary = train_synthetic_task("reverse", steps=800, verbose=0, model_dir=str(model_dir))
+    summary = train_synthetic_task("reverse", steps=600, verbose=0, model_dir=str(model_dir))
     return summary, model_dir
 
 
 def test_reversal_reaches_98_percent_held_out_token_accuracy(trained):
     summary, _ = trained
-    assert summary["steps"] == 800
+    assert summary["steps"] == 600
     assert summary["held_out_token_accuracy"] >= 0.98, summary
 
 

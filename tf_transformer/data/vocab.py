@@ -303,9 +303,15 @@ def train_sentencepiece(
             minloglevel=2,
         )
     except RuntimeError as error:
+        # SentencePiece fails both ways: too few pieces for the characters it must cover (byte fallback
+        # adds 256), or more pieces than the text can give.
+        if "smaller than required_chars" in str(error):
+            fix = "raise --vocab_size (the characters and byte fallback alone need the second number)"
+        else:
+            fix = "lower --vocab_size (or give it more text)"
         raise DataError(
             f"SentencePiece could not train a {vocab_size}-token {model_type} model on {len(sentences)} sentences "
-            f"({error}). Fix: lower --vocab_size (or give it more text)."
+            f"({error}). Fix: {fix}."
         ) from None
     tokenizer = Tokenizer.from_sentencepiece(model.getvalue())
     options = {"model_type": model_type, "normalization": normalization, "character_coverage": character_coverage}
