@@ -86,23 +86,10 @@ class TextTranslator:
         self, sentences: Sequence[str], progress: Optional[Callable[[int, int], None]] = None
     ) -> List[List[Tuple[str, float]]]:
         """Translations of `sentences` in input order; see `translate_texts`."""
-        sentences = list(sentences)
-        for index, sentence in enumerate(sentences):
-            if not isinstance(sentence, str):
-                raise TypeError(f"sentences[{index}]: expected a str, got {type(sentence).__name__}.")
-        total = len(sentences)
+        sentences = check_sentences(sentences)
         sources = self._encode(sentences)
-        results: List[Optional[List[Tuple[str, float]]]] = [None] * total
-        pending = []
-        for index, source in enumerate(sources):
-            if len(source) == 1:  # no tokens: only the EOS
-                results[index] = [("", 0.0)] * self.n_best
-            else:
-                pending.append(index)
-        done = total - len(pending)
-        if progress is not None and done:
-            progress(done, total)
-        for batch in batch_by_tokens(pending, [len(source) for source in sources], self.batch_tokens):
+
+        def translate_batch(batch):
             width = len(sources[batch[0]])  # the longest: sorted by length, longest first
             source_ids = np.zeros((len(batch), width), np.int32)
             for row, index in enumerate(batch):
@@ -111,14 +98,13 @@ class TextTranslator:
             texts = self.tokenizer.detokenize(tf.reshape(ids, [-1, tf.shape(ids)[-1]])).numpy()
             texts = texts.reshape(len(batch), self.n_best)
             scores = scores.numpy()
-            for row, index in enumerate(batch):
-                results[index] = [
-                    (texts[row, k].decode("utf-8", errors="replace"), float(scores[row, k])) for k in range(self.n_best)
-                ]
-            done += len(batch)
-            if progress is not None:
-                progress(done, total)
-        return results
+            return [
+                [(texts[row, k].decode("utf-8", errors="replace"), float(scores[row, k])) for k in range(self.n_best)]
+                for row in range(len(batch))
+            ]
+
+        lengths = [len(source) for source in sources]
+        return translate_in_batches(lengths, self.n_best, self.batch_tokens, translate_batch, progress)
 
     def _encode(self, sentences: List[str]) -> List[np.ndarray]:
         """Each sentence's source ids: its tokens (the first `max_length - 1`) + EOS, as training builds them."""
@@ -136,6 +122,49 @@ class TextTranslator:
         return sources
 
 
+def check_sentences(sentences: Sequence[str]) -> List[str]:
+    """`sentences` as a list, with a TypeError naming the first item that is not a str."""
+    sentences = list(sentences)
+    for index, sentence in enumerate(sentences):
+        if not isinstance(sentence, str):
+            raise TypeError(f"sentences[{index}]: expected a str, got {type(sentence).__name__}.")
+    return sentences
+
+
+def translate_in_batches(
+    lengths: Sequence[int],
+    n_best: int,
+    batch_tokens: int,
+    translate_batch: Callable[[List[int]], List[List[Tuple[str, float]]]],
+    progress: Optional[Callable[[int, int], None]] = None,
+) -> List[List[Tuple[str, float]]]:
+    """The batching shared by `TextTranslator` and translating through a SavedModel.
+
+    `lengths` are the source lengths the model sees, EOS included: a sentence of length 1 has no tokens and
+    gets `n_best` ("", 0.0) pairs without decoding. The others go to `translate_batch(indices)` in the batches
+    of `batch_by_tokens`, which returns their `n_best` (text, score) lists in the same order.
+    `progress(done, total)` is called after the empty sentences and after each batch.
+    """
+    total = len(lengths)
+    results: List[Optional[List[Tuple[str, float]]]] = [None] * total
+    pending = []
+    for index, length in enumerate(lengths):
+        if length == 1:  # only the EOS
+            results[index] = [("", 0.0)] * n_best
+        else:
+            pending.append(index)
+    done = total - len(pending)
+    if progress is not None and done:
+        progress(done, total)
+    for batch in batch_by_tokens(pending, lengths, batch_tokens):
+        for index, hypotheses in zip(batch, translate_batch(batch), strict=True):
+            results[index] = hypotheses
+        done += len(batch)
+        if progress is not None:
+            progress(done, total)
+    return results
+
+
 def warn_truncated(truncated: int, total: int, max_length: int) -> None:
     """The warning, on the "tf_transformer" logger, that `truncated` of `total` sentences were cut to the first
     `max_length - 1` tokens (nothing when none were)."""
@@ -150,7 +179,7 @@ def warn_truncated(truncated: int, total: int, max_length: int) -> None:
 def batch_by_tokens(pending: Sequence[int], lengths: Sequence[int], batch_tokens: int) -> List[List[int]]:
     """The indices `pending` (into `lengths`, source lengths with the EOS) sorted longest first (input order
     among equals) and cut into batches of at most `batch_tokens` padded source tokens, at least one sentence
-    each: how `TextTranslator` batches, shared with translating through a SavedModel."""
+    each (see `translate_in_batches`)."""
     order = sorted(pending, key=lambda index: (-lengths[index], index))
     batches, batch = [], []
     for index in order:

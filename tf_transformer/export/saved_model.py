@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_transformer.decoding._common import is_int
-from tf_transformer.decoding.text import batch_by_tokens, warn_truncated
+from tf_transformer.decoding.text import check_sentences, translate_in_batches, warn_truncated
 from tf_transformer.export.exporter import EXPORT_CONFIG_FILE, next_version
 
 PathLike = Union[str, os.PathLike]
@@ -91,10 +91,7 @@ class SavedModelTranslator:
     ) -> List[List[Tuple[str, float]]]:
         """Translations of `sentences` in input order: `n_best` (text, score) pairs each, best first; a
         sentence without tokens gets "" and 0.0. `progress(done, total)` is called after each batch."""
-        sentences = list(sentences)
-        for index, sentence in enumerate(sentences):
-            if not isinstance(sentence, str):
-                raise TypeError(f"sentences[{index}]: expected a str, got {type(sentence).__name__}.")
+        sentences = check_sentences(sentences)
         total = len(sentences)
         encoded = np.array([sentence.encode("utf-8") for sentence in sentences], dtype=object)
         counts = np.concatenate(
@@ -104,28 +101,17 @@ class SavedModelTranslator:
         max_source_tokens = self.settings["max_source_tokens"]
         warn_truncated(int(np.sum(counts > max_source_tokens)), total, max_source_tokens + 1)
         lengths = np.minimum(counts, max_source_tokens) + 1  # the source ids the model sees, EOS included
-        results: List[Optional[List[Tuple[str, float]]]] = [None] * total
-        pending = []
-        for index, count in enumerate(counts):
-            if count == 0:
-                results[index] = [("", 0.0)] * self.n_best
-            else:
-                pending.append(index)
-        done = total - len(pending)
-        if progress is not None and done:
-            progress(done, total)
-        for batch in batch_by_tokens(pending, lengths, self.batch_tokens):
+
+        def translate_batch(batch):
             output = self.signature(inputs=tf.constant(encoded[batch], tf.string))
             texts = output["outputs"].numpy().reshape(len(batch), -1)
             scores = output["scores"].numpy().reshape(len(batch), -1)
-            for row, index in enumerate(batch):
-                results[index] = [
-                    (texts[row, k].decode("utf-8"), float(scores[row, k])) for k in range(self.n_best)
-                ]  # fmt: skip
-            done += len(batch)
-            if progress is not None:
-                progress(done, total)
-        return results
+            return [
+                [(texts[row, k].decode("utf-8"), float(scores[row, k])) for k in range(self.n_best)]
+                for row in range(len(batch))
+            ]
+
+        return translate_in_batches(lengths.tolist(), self.n_best, self.batch_tokens, translate_batch, progress)
 
 
 def translate_with_saved_model(
