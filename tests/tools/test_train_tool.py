@@ -26,8 +26,8 @@ def train_command(model_dir, corpus, *extra):
     ]  # fmt: skip
 
 
-def run(command, timeout=300):
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=ENV)
+def run(command, timeout=300, cwd=None):
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=ENV, cwd=cwd)
 
 
 def latest_step(model_dir):
@@ -111,15 +111,26 @@ def test_a_bad_config_is_refused_clearly(tmp_path, small_corpus, override, messa
     assert not (tmp_path / "run").exists()
 
 
-def test_the_readmes_training_command_runs(tmp_path, multi30k_dir):
+def test_the_readmes_training_command_trains_the_multi30k_config(tmp_path, multi30k_dir):
     readme = (ROOT / "README.md").read_text()
     main_job = [line for line in readme.splitlines() if line.startswith("python3 -m venv")][0]
     arguments = main_job.split("&& python ")[-1].split()
     assert arguments[0] == "tools/train.py"
+    assert "--config=configs/multi30k.json" in arguments
     arguments = [argument for argument in arguments[1:] if not argument.startswith(("--model_dir", "--data_dir"))]
-    # The README's command, shortened: two steps, into a temporary directory.
-    command = [sys.executable, TRAIN, *arguments, f"--data_dir={multi30k_dir}", f"--model_dir={tmp_path / 'run'}",
-               "--train_steps=2", "--checkpoint_every=2", "--validation_batches=1"]  # fmt: skip
-    result = run(command)
+    # The README's command, shortened: three steps of configs/multi30k.json, into a temporary directory.
+    model_dir = tmp_path / "run"
+    command = [sys.executable, TRAIN, *arguments, f"--data_dir={multi30k_dir}", f"--model_dir={model_dir}",
+               "--train_steps=3", "--checkpoint_every=3", "--validation_batches=1"]  # fmt: skip
+    result = run(command, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "Trained steps 0 -> 2" in result.stdout
+    assert "Trained steps 0 -> 3" in result.stdout
+    # The run used the file's model as is, on the whole corpus, and its loss is finite.
+    expected = json.loads((ROOT / "configs" / "multi30k.json").read_text())
+    assert json.loads((model_dir / "config.json").read_text()) == expected
+    report = json.loads((model_dir / "data_report.json").read_text())
+    assert report["kept"] == 29000
+    reader = tf.train.load_checkpoint(str(model_dir / "checkpoints"))
+    shapes = reader.get_variable_to_shape_map()
+    embedding = [shape for name, shape in shapes.items() if "embedding" in name and "OPTIMIZER" not in name]
+    assert [expected["vocab_size"], expected["d_model"]] in embedding
