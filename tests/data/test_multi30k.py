@@ -61,6 +61,7 @@ def test_download_caches_once_and_renames_atomically(tmp_path):
 @pytest.mark.parametrize(
     "payload, reason",
     [(b"<html>404: Not Found</html>", "not a readable gzip file"), (gzip_lines(10), "has 10 lines, expected 1014")],
+    ids=["html", "short"],  # gzip bytes hold a timestamp: pytest-xdist's workers must collect the same ids
 )
 def test_a_corrupt_download_is_rejected_and_leaves_nothing(tmp_path, payload, reason):
     destination = tmp_path / "val.de.gz"

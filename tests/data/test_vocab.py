@@ -78,6 +78,32 @@ def test_runs_inside_tf_function_and_tf_data(tokenizer):
     ).to_list()
 
 
+def test_seeding_after_a_tokenizer_exists_leaves_it_working(tokenizer, spm_dir, multi30k_dir, tmp_path):
+    """tf.random.set_seed clears TensorFlow's kernel cache; tf-text's resource alone would go with it."""
+    import keras
+
+    from tf_transformer.data import train_sentencepiece
+
+    train_sentencepiece(read_gzip_lines(multi30k_dir / "train.de.gz", 500), tmp_path / "other", vocab_size=400, seed=0)
+    other = Tokenizer.from_directory(tmp_path / "other")
+    sentence = "Zwei Hunde spielen im Schnee."
+    dataset = tf.data.Dataset.from_tensor_slices([sentence]).map(tokenizer.tokenize)
+    keras.utils.set_random_seed(7)
+    tf.random.set_seed(8)
+    # Both still work, and two models in one process keep their own resources: each gives its own pieces.
+    assert tokenizer.tokenize([sentence]).to_list() == [reference_ids(spm_dir, sentence)]
+    assert other.tokenize([sentence]).to_list() == [reference_ids(tmp_path / "other", sentence)]
+    assert reference_ids(spm_dir, sentence) != reference_ids(tmp_path / "other", sentence)
+    assert [ids.tolist() for ids in dataset.as_numpy_iterator()] == [reference_ids(spm_dir, sentence)]
+
+
+def reference_ids(folder, sentence):
+    import sentencepiece
+
+    processor = sentencepiece.SentencePieceProcessor(model_file=str(next(pathlib.Path(folder).glob("*.model"))))
+    return processor.encode(sentence)
+
+
 def test_saved_model_with_the_tokenizer_inside(tokenizer, tmp_path):
     module = tf.Module()
     module.tokenizer = tokenizer

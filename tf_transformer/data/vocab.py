@@ -8,6 +8,7 @@ complete. `Tokenizer.from_directory` loads either.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pathlib
@@ -88,6 +89,7 @@ class Tokenizer(tf.Module):
                 "Fix: train it with tools/build_vocab.py (or pad_id=0 bos_id=1 eos_id=2 unk_id=3)."
             )
         tokenizer = text.SentencepieceTokenizer(model=model, out_type=tf.int32, add_bos=False, add_eos=False)
+        tokenizer._model_resource = _shared_sentencepiece_resource(model)
         return cls("sentencepiece", tokenizer, processor.get_piece_size(), {"model": model})
 
     @classmethod
@@ -420,3 +422,27 @@ class _BytesSink:
 
     def getvalue(self) -> bytes:
         return b"".join(self._parts)
+
+
+def _shared_sentencepiece_resource(model: bytes):
+    """tf-text's SentencePiece model resource, but named after the model's digest.
+
+    tf-text creates the resource private to the kernel that made it (its TODO b/318839908), and TensorFlow
+    drops cached kernels whenever `tf.random.set_seed` or `keras.utils.set_random_seed` runs: every
+    tokenizer made before a seeding call then fails with "Resource ..._SentencepieceOp... does not exist".
+    A `shared_name` keeps the resource in the device's resource manager instead. It is the model's digest,
+    so tokenizers (and SavedModels loaded into one server) share a resource only when the model is the same.
+    """
+    from tensorflow_text.python.ops import sentencepiece_tokenizer
+
+    class SharedSentencepieceModelResource(sentencepiece_tokenizer._SentencepieceModelResource):
+        def _create_resource(self):
+            with tf.name_scope("SentenceTokenizerInitializer"):
+                return sentencepiece_tokenizer.gen_sentencepiece_tokenizer.sentencepiece_op(
+                    model=self._model, shared_name=self._shared_name
+                )
+
+    resource = SharedSentencepieceModelResource.__new__(SharedSentencepieceModelResource)
+    resource._shared_name = "tf_transformer_sentencepiece_" + hashlib.sha256(model).hexdigest()[:32]
+    resource.__init__(model, None)
+    return resource
