@@ -436,13 +436,15 @@ def _shared_sentencepiece_resource(model: bytes):
     from tensorflow_text.python.ops import sentencepiece_tokenizer
 
     class SharedSentencepieceModelResource(sentencepiece_tokenizer._SentencepieceModelResource):
+        def __init__(self, model, shared_name):
+            self._shared_name = shared_name  # before the base __init__, which creates the resource
+            super().__init__(model, None)
+
         def _create_resource(self):
             with tf.name_scope("SentenceTokenizerInitializer"):
                 return sentencepiece_tokenizer.gen_sentencepiece_tokenizer.sentencepiece_op(
                     model=self._model, shared_name=self._shared_name
                 )
 
-    resource = SharedSentencepieceModelResource.__new__(SharedSentencepieceModelResource)
-    resource._shared_name = "tf_transformer_sentencepiece_" + hashlib.sha256(model).hexdigest()[:32]
-    resource.__init__(model, None)
-    return resource
+    # The resource stays in the resource manager for the life of the process, one per distinct model.
+    return SharedSentencepieceModelResource(model, "tf_transformer_sentencepiece_" + hashlib.sha256(model).hexdigest())
