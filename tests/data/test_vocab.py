@@ -91,10 +91,11 @@ def test_seeding_after_a_tokenizer_exists_leaves_it_working(tokenizer, spm_dir, 
     keras.utils.set_random_seed(7)
     tf.random.set_seed(8)
     # Both still work, and two models in one process keep their own resources: each gives its own pieces.
-    assert tokenizer.tokenize([sentence]).to_list() == [reference_ids(spm_dir, sentence)]
-    assert other.tokenize([sentence]).to_list() == [reference_ids(tmp_path / "other", sentence)]
-    assert reference_ids(spm_dir, sentence) != reference_ids(tmp_path / "other", sentence)
-    assert [ids.tolist() for ids in dataset.as_numpy_iterator()] == [reference_ids(spm_dir, sentence)]
+    expected, other_expected = reference_ids(spm_dir, sentence), reference_ids(tmp_path / "other", sentence)
+    assert expected != other_expected
+    assert tokenizer.tokenize([sentence]).to_list() == [expected]
+    assert other.tokenize([sentence]).to_list() == [other_expected]
+    assert [ids.tolist() for ids in dataset.as_numpy_iterator()] == [expected]
 
 
 def reference_ids(folder, sentence):
