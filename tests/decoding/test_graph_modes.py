@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 import tf_transformer as tft
-from tf_transformer.decoding import beam_search, greedy_decode, sample_decode
+from tf_transformer.decoding import _common, beam_search, greedy_decode, sample_decode
 
 DECODERS = {
     "greedy": lambda model, source: greedy_decode(model, source, extra_decode_length=3),
@@ -42,6 +42,26 @@ def test_tf_function_and_xla_equal_eager(one_layer_model, helpers, method):
     else:
         np.testing.assert_array_equal(xla_ids, eager_ids)
         np.testing.assert_allclose(xla_scores, eager_scores, atol=1e-4)
+
+
+def test_the_decoders_grow_their_cache_except_under_xla(one_layer_model, helpers):
+    # Graph mode grows the self-attention cache (cheaper steps); XLA needs the fixed buffer. The test above
+    # checks that both give the eager results; this one that each mode really gets its own cache.
+    sources = helpers.make_sources([4, 2], seed=15)
+    seen = {}
+
+    def cache_names(source, mode):
+        memory, _ = one_layer_model.encode(source)
+        plan = _common.plan_lengths(one_layer_model.config, source, None, 3)
+        seen[mode] = (
+            _common.in_xla_context(),
+            set(_common.init_decoding_cache(one_layer_model, memory, plan)[0]["self"]),
+        )
+        return memory
+
+    tf.function(lambda source: cache_names(source, "graph"))(tf.constant(sources))
+    tf.function(lambda source: cache_names(source, "xla"), jit_compile=True)(tf.constant(sources))
+    assert seen == {"graph": (False, {"past_key", "past_value"}), "xla": (True, {"key", "value"})}
 
 
 @pytest.fixture

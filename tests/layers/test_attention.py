@@ -285,6 +285,52 @@ def test_cached_decoding_combines_user_mask():
         np.testing.assert_allclose(output.numpy(), full[:, i : i + 1], **TOLERANCE)
 
 
+@pytest.mark.parametrize("window", [None, 1])
+def test_a_growing_cache_equals_the_fixed_buffer_and_the_full_pass(window):
+    batch, length = 2, 6
+    x = random_inputs(batch, length, 8)
+    layer = built_layer(x, attention_window=window)
+    full = layer(x, attention_mask=masking.look_ahead_mask(length)).numpy()
+    growing, fixed = layer.empty_cache(batch, None), layer.empty_cache(batch, length)
+    assert set(growing) == {"past_key", "past_value"} and growing["past_key"].shape == (batch, 2, 0, 4)
+    # Several positions at once, then one at a time, as a decoder fed a prefix would do.
+    for start, stop in [(0, 3), (3, 4), (4, 5), (5, 6)]:
+        output, growing = layer(x[:, start:stop], cache=growing, decode_index=start)
+        fixed_output, fixed = layer(x[:, start:stop], cache=fixed, decode_index=start)
+        np.testing.assert_allclose(output.numpy(), full[:, start:stop], **TOLERANCE)
+        np.testing.assert_allclose(output.numpy(), fixed_output.numpy(), **TOLERANCE)
+        assert growing["past_key"].shape == (batch, 2, stop, 4)
+    np.testing.assert_allclose(growing["past_key"].numpy(), fixed["key"].numpy(), **TOLERANCE)
+    np.testing.assert_allclose(growing["past_value"].numpy(), fixed["value"].numpy(), **TOLERANCE)
+
+
+def test_a_growing_cache_in_a_graph_loop_with_a_relaxed_length():
+    batch, length = 2, 5
+    x = random_inputs(batch, length, 8)
+    layer = built_layer(x)
+    full = layer(x, attention_mask=masking.look_ahead_mask(length)).numpy()
+
+    @tf.function
+    def decode_all(inputs):
+        def body(index, outputs, cache):
+            output, cache = layer(inputs[:, index : index + 1], cache=cache, decode_index=index)
+            return index + 1, outputs.write(index, output[:, 0]), cache
+
+        cache = layer.empty_cache(batch, None)
+        invariants = {name: tf.TensorShape([batch, 2, None, 4]) for name in cache}
+        _, outputs, cache = tf.while_loop(
+            lambda index, *_: index < length,
+            body,
+            (tf.constant(0), tf.TensorArray(tf.float32, size=length), cache),
+            shape_invariants=(tf.TensorShape([]), tf.TensorShape(None), invariants),
+        )
+        return tf.transpose(outputs.stack(), [1, 0, 2]), cache
+
+    outputs, cache = decode_all(tf.constant(x))
+    np.testing.assert_allclose(outputs.numpy(), full, **TOLERANCE)
+    assert cache["past_key"].shape == (batch, 2, length, 4)
+
+
 @pytest.mark.parametrize("window", [None, 2])
 def test_cached_decoding_under_xla_with_tensor_index(window):
     batch, length = 2, 5

@@ -114,16 +114,35 @@ def test_without_window_far_tokens_do_matter(model):
     assert np.abs(encoded_changed[:, 0] - encoded[:, 0]).max() > 1e-4
 
 
-def test_incremental_decoding_equals_the_full_forward_pass(model):
+@pytest.mark.parametrize("max_length", [10, None], ids=["fixed_buffer", "growing_cache"])
+@pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
+def test_incremental_decoding_equals_the_full_forward_pass(model, max_length, tied):
+    if not tied:
+        model = tft.Transformer(SMALL.replace(tie_output_projection=False))
     rng = np.random.default_rng(6)
     source, target = random_ids(rng, 3, 7), random_ids(rng, 3, 6)
     source[2, 3:] = 0
     full = model((source, target), training=False).numpy()
     memory, memory_mask = model.encode(source)
-    cache = model.init_cache(memory, max_length=10)
+    cache = model.init_cache(memory, max_length=max_length)
+    constants = model.decoding_constants()
     for step in range(6):
-        logits, cache = model.decode(target[:, step : step + 1], None, memory_mask, cache=cache, decode_index=step)
+        inputs = target[:, step : step + 1]
+        # The once-per-call output kernel gives the same logits as the weights.
+        with_kernel, _ = model.decode(inputs, None, memory_mask, cache=cache, decode_index=step, **constants)
+        logits, cache = model.decode(inputs, None, memory_mask, cache=cache, decode_index=step)
         np.testing.assert_allclose(logits[:, 0], full[:, step], atol=1e-5)
+        np.testing.assert_allclose(with_kernel, logits, atol=1e-5)
+
+
+def test_decoding_constants_are_the_output_projection_as_a_matrix(model):
+    kernel = model.decoding_constants()["output_kernel"].numpy()
+    np.testing.assert_array_equal(kernel, model.source_embedding.embeddings.numpy().T)
+    untied = tft.Transformer(SMALL.replace(tie_output_projection=False))
+    untied.build()
+    np.testing.assert_array_equal(
+        untied.decoding_constants()["output_kernel"].numpy(), untied.output_projection.kernel.numpy()
+    )
 
 
 # The paper's Table 3 parameter counts (millions) with its 37,000-token shared vocabulary. Its counts sit

@@ -1,8 +1,9 @@
 """Pieces shared by the decoders: output lengths, token constraints, the length penalty, fixed-shape writes.
 
-Every decoder is a `tf.while_loop` whose loop variables keep one shape from the first step to the last, so
-the same code runs eagerly, in a `tf.function` (also with an unknown batch and source length) and under
-XLA (`jit_compile=True`), and saves in a SavedModel.
+Every decoder is a `tf.while_loop` whose loop variables keep one shape from the first step to the last
+(except the length axis of a growing self-attention cache, relaxed in the loop's shape invariants), so the
+same code runs eagerly, in a `tf.function` (also with an unknown batch and source length) and under XLA
+(`jit_compile=True`), and saves in a SavedModel.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import numbers
 from typing import NamedTuple
 
 import tensorflow as tf
+
+from tf_transformer.layers.attention import GROWING_CACHE_KEYS
 
 # The score of an impossible token or hypothesis: finite, so that sums and the length-penalty division
 # never produce NaN (the model's masks use the same convention). Anything below NEG_INF / 2 is "dead".
@@ -127,14 +130,60 @@ def write_column(buffer, column, values):
 
 
 def keep_shapes(new, old):
-    """`new` with the static shapes of `old`: a layer may lose a static size, and a loop variable may not."""
+    """`new` with the static shapes of `old` (its shape invariants): a layer may lose a static size, and a
+    loop variable may not."""
 
-    def restore(new_tensor, old_tensor):
-        if new_tensor.shape == old_tensor.shape:
+    def restore(new_tensor, shape):
+        if new_tensor.shape == shape:
             return new_tensor
-        return tf.ensure_shape(new_tensor, old_tensor.shape)
+        return tf.ensure_shape(new_tensor, shape)
 
-    return tf.nest.map_structure(restore, new, old)
+    return tf.nest.map_structure(restore, new, shape_invariants(old))
+
+
+def in_xla_context():
+    """Whether the code being traced will be compiled by XLA (`tf.function(jit_compile=True)`).
+
+    TensorFlow has no public API for this; its own control flow asks the same private function. If that
+    ever moves, the answer is True: the fixed-size cache it selects is correct everywhere, only slower.
+    """
+    try:
+        from tensorflow.python.ops import control_flow_util
+    except ImportError:  # pragma: no cover - a TensorFlow without the module
+        return True
+    try:
+        return bool(control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
+    except AttributeError:  # pragma: no cover
+        return True
+
+
+def init_decoding_cache(model, memory, plan):
+    """The model's decoder cache: growing self-attention caches, except under XLA, which needs fixed shapes.
+
+    A fixed buffer is rewritten whole at every step (a select over `[batch, heads, buffer_length, d]`, and in
+    beam search a gather of it); a growing cache copies only the filled part, a third of the cost of a beam
+    step's cache work on the benchmark workload (benchmarks/NOTES.md).
+    """
+    return model.init_cache(memory, plan.buffer_length if in_xla_context() else None)
+
+
+def decoding_constants(model):
+    """Extra `decode` arguments computed once per decoding call (`Transformer.decoding_constants`), or {}
+    for a model without them."""
+    constants = getattr(model, "decoding_constants", None)
+    return constants() if constants is not None else {}
+
+
+def shape_invariants(loop_vars, name=None):
+    """`tf.while_loop` shape invariants: each tensor's shape, with the length axis (2) of growing caches None."""
+    if isinstance(loop_vars, dict):
+        return {key: shape_invariants(value, key) for key, value in loop_vars.items()}
+    if isinstance(loop_vars, (list, tuple)):
+        return type(loop_vars)([shape_invariants(value, name) for value in loop_vars])
+    shape = tf.TensorShape(loop_vars.shape)
+    if name in GROWING_CACHE_KEYS and shape.rank is not None:
+        return tf.TensorShape(shape[:2] + [None] + shape[3:])
+    return shape
 
 
 def decode_one_hypothesis(model, source_ids, select, max_decode_length, extra_decode_length, min_decode_length=0):
@@ -153,11 +202,12 @@ def decode_one_hypothesis(model, source_ids, select, max_decode_length, extra_de
     batch_size = tf.shape(source_ids)[0]
 
     memory, memory_mask = model.encode(source_ids, training=False)
-    cache = model.init_cache(memory, plan.buffer_length)
+    cache = init_decoding_cache(model, memory, plan)
+    constants = decoding_constants(model)
 
     def body(step, tokens, cache, ids, scores, finished):
         logits, new_cache = model.decode(
-            tokens[:, tf.newaxis], None, memory_mask, training=False, cache=cache, decode_index=step
+            tokens[:, tf.newaxis], None, memory_mask, training=False, cache=cache, decode_index=step, **constants
         )
         log_probs = tf.nn.log_softmax(tf.cast(logits[:, -1], tf.float32), axis=-1)  # [batch, vocab]
         chosen = select(log_probs, allowed_tokens(config, step, plan), step)
@@ -179,5 +229,5 @@ def decode_one_hypothesis(model, source_ids, select, max_decode_length, extra_de
         tf.zeros([batch_size], tf.float32),
         tf.zeros([batch_size], tf.bool),
     )
-    _, _, _, ids, scores, _ = tf.while_loop(cond, body, initial)
+    _, _, _, ids, scores, _ = tf.while_loop(cond, body, initial, shape_invariants=shape_invariants(initial))
     return ids, scores

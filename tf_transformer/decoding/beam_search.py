@@ -139,7 +139,8 @@ def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best):
     max_penalty = _common.length_penalty(caps, alpha)  # [batch]; the largest penalty, as alpha >= 0
 
     memory, memory_mask = model.encode(source_ids, training=False)
-    cache = tf.nest.map_structure(lambda t: _tile_beams(t, beam_size), model.init_cache(memory, plan.buffer_length))
+    cache = tf.nest.map_structure(lambda t: _tile_beams(t, beam_size), _common.init_decoding_cache(model, memory, plan))
+    constants = _common.decoding_constants(model)
     memory_mask = _tile_beams(memory_mask, beam_size)
     # Row offset of each sentence's beams in the flattened [batch * beam_size] cache.
     row_offsets = (tf.range(batch_size) * beam_size)[:, tf.newaxis]
@@ -147,7 +148,13 @@ def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best):
 
     def body(step, tokens, cache, alive_ids, alive_log_probs, finished_ids, finished_scores, finished_flags, done):
         logits, new_cache = model.decode(
-            tf.reshape(tokens, [-1, 1]), None, memory_mask, training=False, cache=cache, decode_index=step
+            tf.reshape(tokens, [-1, 1]),
+            None,
+            memory_mask,
+            training=False,
+            cache=cache,
+            decode_index=step,
+            **constants,
         )
         log_probs = tf.nn.log_softmax(tf.cast(logits[:, -1], tf.float32), axis=-1)
         log_probs = tf.reshape(log_probs, [batch_size, beam_size, vocab_size])
@@ -218,7 +225,7 @@ def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best):
         tf.zeros([batch_size], tf.bool),
     )
     _, _, _, alive_ids, alive_log_probs, finished_ids, finished_scores, finished_flags, _ = tf.while_loop(
-        cond, body, initial
+        cond, body, initial, shape_invariants=_common.shape_invariants(initial)
     )
 
     # A sentence that finished nothing returns its alive hypotheses, scored at the length they reached.

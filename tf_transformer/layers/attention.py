@@ -8,6 +8,10 @@ import tensorflow as tf
 from tf_transformer.layers import masking
 from tf_transformer.layers._ops import dense
 
+# The names of a growing self-attention cache's tensors (`empty_cache(..., max_length=None)`); a fixed buffer
+# uses "key" and "value". Decoders relax the length axis of these in their loops' shape invariants.
+GROWING_CACHE_KEYS = ("past_key", "past_value")
+
 
 @keras.saving.register_keras_serializable(package="tf_transformer")
 class MultiHeadAttention(keras.layers.Layer):
@@ -32,11 +36,13 @@ class MultiHeadAttention(keras.layers.Layer):
         value: `[batch, key_len, d_value]` for cross-attention; None for self-attention over `query`.
         attention_mask: boolean, broadcastable to `[batch, num_heads, query_len, key_len]`,
             True where the query may attend (see `tf_transformer.layers.masking`).
-        cache: for decoding. With `decode_index`: the self-attention cache
-            `{"key": [batch, num_heads, max_len, d_k], "value": [..., d_v]}` from `empty_cache`; the keys and values of
-            `query` are written at positions `decode_index ...` and the query attends causally to the cache
-            (positions after its own are masked). Without `decode_index`: keys and values precomputed by
-            `compute_key_value(memory)` for cross-attention; `value` must then be None.
+        cache: for decoding. With `decode_index`: a self-attention cache from `empty_cache`, either a fixed
+            buffer `{"key": [batch, num_heads, max_len, d_k], "value": [..., d_v]}` where the keys and values
+            of `query` are written at positions `decode_index ...`, or a growing cache `{"past_key":
+            [batch, num_heads, decode_index, d_k], "past_value": [..., d_v]}` that they extend; the query
+            attends causally to the cache (positions after its own are masked). Without `decode_index`: keys
+            and values precomputed by `compute_key_value(memory)` for cross-attention; `value` must then be
+            None.
         decode_index: the absolute position of the first query (int scalar) in incremental decoding.
         training: whether dropout is active.
         return_attention_scores: also return the float32 weights `[batch, num_heads, query_len, key_len]`.
@@ -123,11 +129,22 @@ class MultiHeadAttention(keras.layers.Layer):
         return {"key": self._split_heads(key, self.key_dim), "value": self._split_heads(value, self.value_dim)}
 
     def empty_cache(self, batch_size, max_length, dtype=None):
-        """A zero self-attention cache: key `[batch_size, num_heads, max_length, d_k]`, value `[..., d_v]`."""
+        """An empty self-attention cache for incremental decoding.
+
+        With `max_length` (an int or int scalar tensor): a fixed zero buffer `{"key": [batch_size, num_heads,
+        max_length, d_k], "value": [..., d_v]}`, written in place at each call's `decode_index`. Its shape never
+        changes, which XLA needs, but every step rewrites the whole buffer.
+
+        With `max_length=None`: a growing cache `{"past_key": [batch_size, num_heads, 0, d_k], "past_value":
+        [..., d_v]}` that each call extends by its new positions, so a step copies only the filled part. A
+        `tf.while_loop` carrying it needs the shape invariant `[batch, num_heads, None, d]` on its length axis
+        (the decoders give it); it does not compile under XLA.
+        """
         dtype = dtype or self.compute_dtype
+        names, length = (GROWING_CACHE_KEYS, 0) if max_length is None else (("key", "value"), max_length)
         return {
-            "key": tf.zeros([batch_size, self.num_heads, max_length, self.key_dim], dtype),
-            "value": tf.zeros([batch_size, self.num_heads, max_length, self.value_dim], dtype),
+            names[0]: tf.zeros([batch_size, self.num_heads, length, self.key_dim], dtype),
+            names[1]: tf.zeros([batch_size, self.num_heads, length, self.value_dim], dtype),
         }
 
     def call(
@@ -154,7 +171,13 @@ class MultiHeadAttention(keras.layers.Layer):
             key_value = cache
         else:
             key_value = self.compute_key_value(query if value is None else value)
-        if incremental:
+        growing = incremental and GROWING_CACHE_KEYS[0] in cache
+        if growing:
+            key_value = {
+                name: tf.concat([cache[past], key_value[name]], axis=2)
+                for name, past in zip(("key", "value"), GROWING_CACHE_KEYS, strict=True)
+            }
+        elif incremental:
             key_value = {name: _write_at(cache[name], key_value[name], decode_index) for name in key_value}
 
         # [batch, num_heads, query_len, key_len]
@@ -162,7 +185,8 @@ class MultiHeadAttention(keras.layers.Layer):
         query_length, key_length = tf.shape(logits)[2], tf.shape(logits)[3]
         offset = decode_index if incremental else 0
         mask = attention_mask
-        if incremental:
+        # A single query at the end of a growing cache sees every key: no look-ahead mask to apply.
+        if incremental and not (growing and query.shape[1] == 1):
             mask = masking.combine_masks(mask, masking.look_ahead_mask(query_length, key_length, offset))
         if self.attention_window is not None and (is_self_attention or incremental):
             mask = masking.combine_masks(
@@ -180,7 +204,9 @@ class MultiHeadAttention(keras.layers.Layer):
         output = dense(context, self.output_kernel, self.output_bias if self.use_bias else None)
 
         results = [output]
-        if incremental:
+        if growing:
+            results.append(dict(zip(GROWING_CACHE_KEYS, (key_value["key"], key_value["value"]), strict=True)))
+        elif incremental:
             results.append(key_value)
         if return_attention_scores:
             results.append(weights)

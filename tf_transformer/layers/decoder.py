@@ -107,7 +107,8 @@ class Decoder(keras.layers.Layer):
         build_sublayer(self.final_norm, inputs_shape)
 
     def init_cache(self, memory, max_length):
-        """Per-layer caches for decoding up to `max_length` target tokens against `memory`."""
+        """Per-layer caches for decoding up to `max_length` target tokens against `memory` (None: growing
+        self-attention caches, see `MultiHeadAttention.empty_cache`)."""
         return [layer.init_cache(memory, max_length) for layer in self.layers]
 
     def call(

@@ -27,8 +27,9 @@ class DecoderLayer(keras.layers.Layer):
             `combine_masks(padding_mask(target_ids), look_ahead_mask(target_len))`. True = may attend.
         memory_mask: boolean broadcastable to `[batch, heads, target_len, source_len]`, normally
             `padding_mask(source_ids)`.
-        cache: for incremental decoding, `{"self": {"key", "value"}, "cross": {"key", "value"}}` from
-            `Decoder.init_cache`; the self-attention part is updated at `decode_index`.
+        cache: for incremental decoding, `{"self": ..., "cross": {"key", "value"}}` from
+            `Decoder.init_cache`; the self-attention part (a fixed buffer or a growing cache, see
+            `MultiHeadAttention.empty_cache`) is updated at `decode_index`.
         decode_index: the absolute position of the first input (int scalar) when decoding with `cache`.
             Causal masking of the cache is then automatic.
         training: whether dropout is active.
@@ -122,7 +123,8 @@ class DecoderLayer(keras.layers.Layer):
             build_sublayer(sublayer, inputs_shape)
 
     def init_cache(self, memory, max_length):
-        """A cache for decoding up to `max_length` tokens against `memory` `[batch, source_len, d_model]`."""
+        """A cache for decoding up to `max_length` tokens against `memory` `[batch, source_len, d_model]`;
+        `max_length=None` gives a growing self-attention cache (see `MultiHeadAttention.empty_cache`)."""
         batch_size = keras.ops.shape(memory)[0]
         return {
             "self": self.self_attention.empty_cache(batch_size, max_length, self.compute_dtype),

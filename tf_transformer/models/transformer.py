@@ -8,6 +8,7 @@ import tensorflow as tf
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.layers import Decoder, Encoder, TokenEmbedding, masking
 from tf_transformer.layers._building import build_sublayer
+from tf_transformer.layers._ops import dense
 from tf_transformer.models.embedder import embed, make_position_layer
 
 
@@ -32,7 +33,8 @@ class Transformer(keras.Model):
 
     Decoding building blocks: `encode(source_ids)` -> `(memory, memory_mask)`; `init_cache(memory,
     max_length)`; `decode(target_ids, memory, memory_mask, cache=..., decode_index=i)` -> logits of the
-    new positions and the updated cache, equal to what the full `call` gives at those positions.
+    new positions and the updated cache, equal to what the full `call` gives at those positions;
+    `decoding_constants()`, extra `decode` arguments that a decoding loop computes once.
     `attention_weights(source_ids, target_ids)` returns every layer's attention weights, for plots.
 
     Example:
@@ -130,7 +132,11 @@ class Transformer(keras.Model):
         return outputs, memory_mask
 
     def init_cache(self, memory, max_length):
-        """Per-layer decoder caches for up to `max_length` target tokens (cross-attention keys computed once)."""
+        """Per-layer decoder caches for up to `max_length` target tokens (cross-attention keys computed once).
+
+        `max_length=None` gives growing self-attention caches, cheaper per step in graph mode but not
+        compilable by XLA (see `MultiHeadAttention.empty_cache`).
+        """
         if not self.built:
             self.build()  # the cache needs the attention weights, which a first call would otherwise create
         return self.decoder.init_cache(memory, max_length)
@@ -144,11 +150,13 @@ class Transformer(keras.Model):
         cache=None,
         decode_index=None,
         return_attention_scores=False,
+        output_kernel=None,
     ):
         """float32 logits `[batch, target_len, vocab]` for `target_ids` given the encoder output.
 
         With `cache` and `decode_index`, `target_ids` are the tokens at positions `decode_index ...` and the
-        updated cache is returned after the logits; earlier positions come from the cache.
+        updated cache is returned after the logits; earlier positions come from the cache. `output_kernel`
+        is the pre-softmax projection from `decoding_constants()` (None: computed from the weights).
         """
         incremental = cache is not None and decode_index is not None
         if incremental:
@@ -179,7 +187,7 @@ class Transformer(keras.Model):
             return_attention_scores=return_attention_scores,
         )
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-        logits = self.project(outputs[0])
+        logits = self.project(outputs[0]) if output_kernel is None else self._project_with(outputs[0], output_kernel)
         return logits if len(outputs) == 1 else (logits,) + outputs[1:]
 
     def attention_weights(self, source_ids, target_ids, training=False):
@@ -215,6 +223,25 @@ class Transformer(keras.Model):
         else:
             logits = self.output_projection(decoder_output)
         return tf.cast(logits, tf.float32)
+
+    def decoding_constants(self):
+        """Extra `decode` arguments that do not change from one decoding step to the next, computed once.
+
+        Returns `{"output_kernel": [d_model, output_vocab_size]}`, the pre-softmax projection as a plain
+        matrix in the compute dtype. With shared embeddings that is the embedding matrix transposed once per
+        decoding call: at a decoding step's few hundred rows, a CPU multiplies by it about 1.8x faster than by
+        the embedding matrix with `transpose_b`, and one copy per call is cheap (benchmarks/NOTES.md).
+        """
+        if not self.built:
+            self.build()
+        if self.output_projection is None:
+            kernel = tf.transpose(self._target_embedding.embeddings)
+        else:
+            kernel = self.output_projection.kernel
+        return {"output_kernel": tf.cast(kernel, self.compute_dtype)}
+
+    def _project_with(self, decoder_output, kernel):
+        return tf.cast(dense(decoder_output, tf.cast(kernel, decoder_output.dtype)), tf.float32)
 
     def call(self, inputs, training=None):
         source_ids, target_ids = inputs
