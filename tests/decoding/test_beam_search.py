@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from tf_transformer.decoding import _common, beam_search, greedy_decode
-from tf_transformer.decoding.beam_search import _beam_search_loop
+from tf_transformer.decoding.beam_search import _beam_search_loop, _best_allowed_tokens
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +136,49 @@ def test_missing_hypotheses_are_empty_with_minus_infinity(helpers):
 def test_bad_settings_are_refused(tiny_model, kwargs, match):
     with pytest.raises(ValueError, match=match):
         beam_search(tiny_model, np.array([[5, 2]], np.int32), **kwargs)
+
+
+@pytest.mark.parametrize(
+    "size,k", [(8000, 10), (7999, 10), (37000, 8), (1024, 4), (100, 3)], ids=lambda value: str(value)
+)
+def test_the_chunked_top_k_equals_tf_top_k_ties_and_infinities_included(size, k):
+    rng = np.random.default_rng(size)
+    values = rng.normal(size=(6, size)).astype(np.float32)
+    values[1] = np.round(values[1] * 2) / 2  # many ties
+    values[2] = 1.0  # all tied: the lowest indices win
+    values[3, ::2], values[3, 1::2] = -np.inf, 0.0
+    values[4, :-3] = -np.inf  # fewer finite entries than k
+    expected = tf.math.top_k(values, k)
+    best, indices = _common.top_k(tf.constant(values), k)
+    np.testing.assert_array_equal(indices, expected.indices)
+    np.testing.assert_array_equal(best, expected.values)
+
+
+def test_the_best_allowed_tokens_are_the_top_k_of_the_masked_log_softmax(helpers):
+    # Rows: an ordinary step, a step before the minimum length (no EOS), a step at the cap (only EOS), and
+    # rows whose best tokens are padding and EOS, with ties.
+    vocab, k, step = 3000, 8, 4
+    config = helpers.TableModel(np.zeros((1, vocab), np.float32)).config
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(6, vocab)).astype(np.float32)
+    logits[3, [config.pad_id, config.eos_id]] = 9.0
+    logits[4] = np.round(logits[4])
+    logits[5, [config.eos_id, 7, 8]] = 5.0
+    caps = np.array([20, 20, step + 1, 20, 20, 20], np.int32)
+    min_length = np.array([0, step + 2, 0, 0, 0, 0], np.int32)
+
+    log_probs, tokens = _best_allowed_tokens(tf.constant(logits), k, config, step, caps, min_length)
+    log_probs, tokens = log_probs.numpy(), tokens.numpy()
+
+    plan = _common.LengthPlan(vocab, tf.constant(caps), None, tf.constant(min_length))
+    allowed = _common.allowed_tokens(config, step, plan).numpy()
+    reference = helpers.log_softmax(logits.astype(np.float64))
+    for row in range(len(logits)):
+        masked = np.where(allowed[row], reference[row], -np.inf)
+        expected = np.argsort(-masked, kind="stable")[:k]  # ties: the lower id first
+        live = np.isfinite(masked[expected])
+        np.testing.assert_array_equal(tokens[row][live], expected[live])
+        np.testing.assert_allclose(log_probs[row][live], masked[expected][live], atol=1e-5)
+        assert (log_probs[row][~live] < _common.NEG_INF / 2).all()
+    assert list(tokens[2][:1]) == [config.eos_id] and (log_probs[2][1:] < _common.NEG_INF / 2).all()
+    assert config.eos_id not in tokens[1] and config.pad_id not in tokens[3]

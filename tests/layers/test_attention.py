@@ -367,6 +367,25 @@ def test_precomputed_cross_attention_cache_equals_cross_attention():
     np.testing.assert_allclose(cached.numpy(), reference_attention(layer, query, memory, mask)[0], **TOLERANCE)
 
 
+@pytest.mark.parametrize("query_length", [1, 3])
+def test_a_cross_attention_cache_row_serves_k_consecutive_query_rows(query_length):
+    # Beam search: 3 hypotheses (consecutive rows) per sentence share the sentence's keys and values.
+    sentences, beams = 2, 3
+    memory = random_inputs(sentences, 5, 8, seed=2)
+    query = random_inputs(sentences * beams, query_length, 8, seed=3)
+    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)[:, None, None, :]
+    layer = built_layer(query[:sentences], memory)
+    shared, shared_weights = layer(
+        query, attention_mask=mask, cache=layer.compute_key_value(memory), return_attention_scores=True
+    )
+    assert shared.shape == (sentences * beams, query_length, 8)
+    assert shared_weights.shape == (sentences * beams, 2, query_length, 5)
+    tiled_memory, tiled_mask = np.repeat(memory, beams, axis=0), np.repeat(mask, beams, axis=0)
+    expected, expected_weights = reference_attention(layer, query, tiled_memory, tiled_mask)
+    np.testing.assert_allclose(shared.numpy(), expected, **TOLERANCE)
+    np.testing.assert_allclose(shared_weights.numpy(), expected_weights, **TOLERANCE)
+
+
 def test_value_and_precomputed_cache_together_raise():
     query, memory = random_inputs(2, 3, 8, seed=1), random_inputs(2, 5, 8, seed=2)
     layer = built_layer(query, memory)

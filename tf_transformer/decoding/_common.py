@@ -113,6 +113,43 @@ def allowed_tokens(config, step, plan):
     return tf.where(at_cap, is_eos, tf.not_equal(vocab, config.pad_id) & ~(is_eos & too_short))
 
 
+def top_k(values, k):
+    """`tf.math.top_k(values, k)` of float `[rows, n]` with a static n: the same values and indices (ties: the
+    lower index first), several times faster on CPU when n is large.
+
+    The rows are cut into chunks of about sqrt(n / k) entries. Every entry of the top k lies in one of the k
+    chunks with the largest maxima: a chunk outside those has k chunks whose maxima are at least as large
+    (and of lower index when equal), so k entries rank before each of its entries. One top_k over the chunk
+    maxima and one over the entries of the k chosen chunks, taken in index order, therefore give the exact
+    result. On `[256, 8000]` with k = 10 that is 1.8 ms against 5.4 ms (benchmarks/NOTES.md).
+    """
+    size = values.shape[-1]
+    chunk = _chunk_size(size, k) if size is not None else None
+    if chunk is None:
+        return tf.math.top_k(values, k)
+    num_chunks = -(-size // chunk)
+    if num_chunks * chunk != size:
+        # -inf padding sorts after every real entry (also after real -inf ones: its indices are larger).
+        values = tf.pad(values, [[0, 0], [0, num_chunks * chunk - size]], constant_values=float("-inf"))
+    chunks = tf.reshape(values, [-1, num_chunks, chunk])
+    _, chosen = tf.math.top_k(tf.reduce_max(chunks, axis=-1), k)
+    chosen = tf.sort(chosen, axis=-1)  # index order, so that ties keep top_k's rule
+    candidates = tf.reshape(tf.gather(chunks, chosen, batch_dims=1), [-1, k * chunk])
+    best, position = tf.math.top_k(candidates, k)
+    indices = tf.gather(chosen, position // chunk, batch_dims=1) * chunk + position % chunk
+    return best, indices
+
+
+def _chunk_size(size, k):
+    """The chunk width for `top_k`, or None where one plain top_k is as fast (small rows, or k near n)."""
+    if size < 1024 or k * 16 > size:
+        return None
+    target = max(int(round((size / k) ** 0.5)), 8)
+    # A width that divides the row avoids a padded copy of it.
+    divisors = [width for width in range(target // 2, 2 * target + 1) if size % width == 0]
+    return min(divisors, key=lambda width: abs(width - target)) if divisors else target
+
+
 def length_penalty(length, alpha):
     """Wu et al. (2016): ((5 + length) / 6) ** alpha, float32; `length` counts emitted tokens with EOS."""
     return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, float(alpha))

@@ -22,9 +22,11 @@ def beam_search(
 ):
     """Beam search (the paper: beam 4, alpha 0.6), returning the `n_best` best hypotheses per sentence.
 
-    The search: the encoder runs once and its output, mask and decoder cache are tiled to
-    `batch * beam_size` rows. Each step scores all `beam_size * vocab` extensions of the alive hypotheses
-    and keeps the `2 * beam_size` best candidates (a `tf.math.top_k` per beam, then one over the beams).
+    The search: the encoder runs once and the decoder's self-attention cache is tiled to `batch * beam_size`
+    rows; the cross-attention keys and values ("cross" cache entries) and the source mask keep one row per
+    sentence, shared by its hypotheses (the model's cross-attention takes `batch * beam_size` queries).
+    Each step scores all `beam_size * vocab` extensions of the alive hypotheses and keeps the
+    `2 * beam_size` best candidates (a top-k per beam, then one over the beams).
     Candidates ending in EOS that rank within the first `beam_size` move to a separate finished set
     (kept sorted, `beam_size` entries, scored with the length penalty); the `beam_size` best other
     candidates stay alive, ranked by their log-probability, and the self-attention caches follow them
@@ -118,6 +120,17 @@ def _tile_beams(tensor, beam_size):
     return tf.repeat(tensor, beam_size, axis=0)
 
 
+def _tile_self_attention(cache, beam_size):
+    """Every cache tensor tiled to `batch * beam_size` rows, except the cross-attention ("cross") entries."""
+    if isinstance(cache, dict):
+        return {
+            key: value if key == "cross" else _tile_self_attention(value, beam_size) for key, value in cache.items()
+        }
+    if isinstance(cache, (list, tuple)):
+        return type(cache)(_tile_self_attention(value, beam_size) for value in cache)
+    return _tile_beams(cache, beam_size)
+
+
 def _reorder_cache(cache, rows):
     """The cache rows of the chosen parent beams. Cross-attention keys and values are the same for every
     beam of a sentence, so they are left as they are (gathering them would only cost memory traffic)."""
@@ -126,6 +139,38 @@ def _reorder_cache(cache, rows):
     if isinstance(cache, (list, tuple)):
         return type(cache)(_reorder_cache(value, rows) for value in cache)
     return tf.gather(cache, rows, axis=0)
+
+
+def _best_allowed_tokens(logits, k, config, step, caps, min_length):
+    """The k most probable tokens of each row of float32 logits `[rows, vocab]` that `allowed_tokens` allows
+    at `step`, best first (ties: the lower id first): `(log_probs [rows, k], tokens [rows, k])`. Forbidden
+    tokens fill the rest with about NEG_INF. `caps` and `min_length` are int32 `[rows]`.
+
+    The same as a top_k of the masked log-softmax, without the log-softmax and the mask over the whole
+    vocabulary (two passes over it per step). Only padding and EOS can be forbidden, except at a row's
+    length cap where EOS is the only allowed token, so the k best allowed tokens are among the k + 2 best of
+    the raw logits without padding and EOS, plus EOS itself; log-probabilities are those logits minus the
+    row's log-sum-exp.
+    """
+    vocab_size = logits.shape[-1]
+    normalizer = tf.reduce_logsumexp(logits, axis=-1, keepdims=True)
+    values, tokens = _common.top_k(logits, min(k + 2, vocab_size))
+    at_cap = (step >= caps - 1)[:, tf.newaxis]
+    eos_allowed = at_cap | (step >= min_length - 1)[:, tf.newaxis]
+    others = tf.not_equal(tokens, config.pad_id) & tf.not_equal(tokens, config.eos_id) & ~at_cap
+    values = tf.concat(
+        [
+            tf.where(others, values, _common.NEG_INF),
+            tf.where(eos_allowed, logits[:, config.eos_id, None], _common.NEG_INF),
+        ],
+        axis=1,
+    )
+    tokens = tf.concat([tokens, tf.fill(tf.shape(eos_allowed), tf.constant(config.eos_id, tf.int32))], axis=1)
+    # Ties go to the lower id, as in a top_k over the vocabulary: order the candidates by id first.
+    by_id = tf.argsort(tokens, axis=1, stable=True)
+    values, tokens = tf.gather(values, by_id, batch_dims=1), tf.gather(tokens, by_id, batch_dims=1)
+    best, picked = tf.math.top_k(values, k)
+    return best - normalizer, tf.gather(tokens, picked, batch_dims=1)
 
 
 def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best):
@@ -139,12 +184,14 @@ def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best):
     max_penalty = _common.length_penalty(caps, alpha)  # [batch]; the largest penalty, as alpha >= 0
 
     memory, memory_mask = model.encode(source_ids, training=False)
-    cache = tf.nest.map_structure(lambda t: _tile_beams(t, beam_size), _common.init_decoding_cache(model, memory, plan))
+    # Self-attention caches get a row per hypothesis; cross-attention keys stay one row per sentence, shared
+    # by its beam_size hypotheses (consecutive rows), as the model's cross-attention allows.
+    cache = _tile_self_attention(_common.init_decoding_cache(model, memory, plan), beam_size)
     constants = _common.decoding_constants(model)
-    memory_mask = _tile_beams(memory_mask, beam_size)
     # Row offset of each sentence's beams in the flattened [batch * beam_size] cache.
     row_offsets = (tf.range(batch_size) * beam_size)[:, tf.newaxis]
     ranks = tf.range(2 * beam_size)[tf.newaxis]
+    row_caps, row_min_length = _tile_beams(caps, beam_size), _tile_beams(plan.min_length, beam_size)
 
     def body(step, tokens, cache, alive_ids, alive_log_probs, finished_ids, finished_scores, finished_flags, done):
         logits, new_cache = model.decode(
@@ -156,17 +203,16 @@ def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best):
             decode_index=step,
             **constants,
         )
-        log_probs = tf.nn.log_softmax(tf.cast(logits[:, -1], tf.float32), axis=-1)
-        log_probs = tf.reshape(log_probs, [batch_size, beam_size, vocab_size])
-        allowed = _common.allowed_tokens(config, step, plan)[:, tf.newaxis]  # [batch, 1, vocab]
-        log_probs = tf.where(allowed, log_probs, _common.NEG_INF)
-
         # The 2 * beam_size best extensions: at most beam_size of them end in EOS (one per beam), so at
         # least beam_size remain to continue. Two stages, the same result: each of them is among its own
         # beam's 2 * beam_size best, and top_k over [batch * beam, vocab] rows is cheaper on CPU than over
         # [batch, beam * vocab] ones.
-        beam_log_probs, beam_tokens = tf.math.top_k(log_probs, k=per_beam)  # [batch, beam, per_beam]
+        beam_log_probs, beam_tokens = _best_allowed_tokens(
+            tf.cast(logits[:, -1], tf.float32), per_beam, config, step, row_caps, row_min_length
+        )  # [batch * beam, per_beam]
         # -1 for the batch keeps its static size (a loop variable's shape may not change).
+        beam_log_probs = tf.reshape(beam_log_probs, [-1, beam_size, per_beam])
+        beam_tokens = tf.reshape(beam_tokens, [-1, beam_size, per_beam])
         candidates = tf.reshape(alive_log_probs[:, :, tf.newaxis] + beam_log_probs, [-1, beam_size * per_beam])
         top_log_probs, top_index = tf.math.top_k(candidates, k=2 * beam_size)
         top_beams = top_index // per_beam

@@ -42,7 +42,9 @@ class MultiHeadAttention(keras.layers.Layer):
             [batch, num_heads, decode_index, d_k], "past_value": [..., d_v]}` that they extend; the query
             attends causally to the cache (positions after its own are masked). Without `decode_index`: keys
             and values precomputed by `compute_key_value(memory)` for cross-attention; `value` must then be
-            None.
+            None. Such a cache of `cache_batch` rows also serves a query of `cache_batch * k` rows, each k
+            consecutive rows sharing one cache row (beam search's hypotheses of a sentence), with an
+            `attention_mask` of `cache_batch` rows.
         decode_index: the absolute position of the first query (int scalar) in incremental decoding.
         training: whether dropout is active.
         return_attention_scores: also return the float32 weights `[batch, num_heads, query_len, key_len]`.
@@ -164,6 +166,10 @@ class MultiHeadAttention(keras.layers.Layer):
         is_self_attention = value is None and not precomputed
 
         query_heads = dense(query, self.query_kernel, self.query_bias if self.use_bias else None)
+        if precomputed:
+            # Beam search: k consecutive query rows (one sentence's hypotheses) share one cache row. Their
+            # queries become k * query_len positions of that row, so the cache is read once, not k times.
+            query_heads = tf.reshape(query_heads, [tf.shape(cache["key"])[0], -1, query_heads.shape[-1]])
         # Scaling the queries is cheaper than scaling the [query_len, key_len] logits.
         query_heads = self._split_heads(query_heads, self.key_dim) * tf.cast(self.key_dim**-0.5, query.dtype)
 
@@ -199,9 +205,18 @@ class MultiHeadAttention(keras.layers.Layer):
         dropped = self.dropout_layer(tf.cast(weights, query_heads.dtype), training=training)
 
         context = tf.transpose(tf.matmul(dropped, key_value["value"]), [0, 2, 1, 3])  # [batch, query_len, h, d_v]
-        shape = tf.shape(context)
-        context = tf.reshape(context, [shape[0], shape[1], self.num_heads * self.value_dim])
+        query_rows, query_length = (
+            tf.shape(query)[axis] if query.shape[axis] is None else query.shape[axis] for axis in (0, 1)
+        )
+        context = tf.reshape(context, [query_rows, query_length, self.num_heads * self.value_dim])
         output = dense(context, self.output_kernel, self.output_bias if self.use_bias else None)
+        if precomputed and return_attention_scores:
+            # [cache rows, h, k * query_len, keys] -> [query rows, h, query_len, keys]
+            keys = tf.shape(weights)[-1]
+            weights = tf.reshape(weights, [tf.shape(weights)[0], self.num_heads, -1, query_length, keys])
+            weights = tf.reshape(
+                tf.transpose(weights, [0, 2, 1, 3, 4]), [query_rows, self.num_heads, query_length, keys]
+            )
 
         results = [output]
         if growing:
