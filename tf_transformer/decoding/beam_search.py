@@ -141,6 +141,20 @@ def _reorder_cache(cache, rows):
     return tf.gather(cache, rows, axis=0)
 
 
+def _log_sum_exp(logits, row_max):
+    """`reduce_logsumexp(logits, axis=-1, keepdims=True)` given the rows' maxima `[rows, 1]`.
+
+    While every row's maximum lies in [-60, 60], exp cannot overflow and the largest term cannot underflow,
+    so the sum needs no shifted copy of the logits (one pass over `[rows, vocab]` instead of two).
+    """
+    in_range = tf.reduce_all(tf.abs(row_max) <= 60.0)
+    return tf.cond(
+        in_range,
+        lambda: tf.math.log(tf.reduce_sum(tf.exp(logits), axis=-1, keepdims=True)),
+        lambda: row_max + tf.math.log(tf.reduce_sum(tf.exp(logits - row_max), axis=-1, keepdims=True)),
+    )
+
+
 def _best_allowed_tokens(logits, k, config, step, caps, min_length):
     """The k most probable tokens of each row of float32 logits `[rows, vocab]` that `allowed_tokens` allows
     at `step`, best first (ties: the lower id first): `(log_probs [rows, k], tokens [rows, k])`. Forbidden
@@ -153,8 +167,8 @@ def _best_allowed_tokens(logits, k, config, step, caps, min_length):
     row's log-sum-exp.
     """
     vocab_size = logits.shape[-1]
-    normalizer = tf.reduce_logsumexp(logits, axis=-1, keepdims=True)
-    values, tokens = _common.top_k(logits, min(k + 2, vocab_size))
+    values, tokens, row_max = _common.top_k(logits, min(k + 2, vocab_size), return_max=True)
+    normalizer = _log_sum_exp(logits, row_max)
     at_cap = (step >= caps - 1)[:, tf.newaxis]
     eos_allowed = at_cap | (step >= min_length - 1)[:, tf.newaxis]
     others = tf.not_equal(tokens, config.pad_id) & tf.not_equal(tokens, config.eos_id) & ~at_cap

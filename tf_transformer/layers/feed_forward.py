@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 
 from tf_transformer.layers._building import build_sublayer
+from tf_transformer.layers._ops import dense
 
 
 @keras.saving.register_keras_serializable(package="tf_transformer")
@@ -44,7 +45,10 @@ class FeedForward(keras.layers.Layer):
         build_sublayer(self.outer, tuple(inputs_shape[:-1]) + (self.d_ff,))
 
     def call(self, inputs):
-        return self.outer(self.inner(inputs))
+        # The sublayers' weights through 2-D MatMuls: TensorFlow fuses each MatMul with its bias (and ReLU)
+        # into one kernel, where Dense's tensordot on a rank-3 input leaves them as separate passes.
+        hidden = self.inner.activation(dense(inputs, self.inner.kernel, self.inner.bias))
+        return dense(hidden, self.outer.kernel, self.outer.bias)
 
     def compute_output_shape(self, inputs_shape):
         return tuple(inputs_shape[:-1]) + (self.d_model,)
