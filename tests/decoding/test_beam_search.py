@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from tf_transformer.decoding import _common, beam_search, greedy_decode
-from tf_transformer.decoding.beam_search import _beam_search_loop, _best_allowed_tokens, _log_sum_exp
+from tf_transformer.decoding.beam_search import _beam_search_loop
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +167,7 @@ def test_the_best_allowed_tokens_are_the_top_k_of_the_masked_log_softmax(helpers
     caps = np.array([20, 20, step + 1, 20, 20, 20], np.int32)
     min_length = np.array([0, step + 2, 0, 0, 0, 0], np.int32)
 
-    log_probs, tokens = _best_allowed_tokens(tf.constant(logits), k, config, step, caps, min_length)
+    log_probs, tokens = _common.best_allowed_tokens(tf.constant(logits), k, config, step, caps, min_length)
     log_probs, tokens = log_probs.numpy(), tokens.numpy()
 
     plan = _common.LengthPlan(vocab, tf.constant(caps), None, tf.constant(min_length))
@@ -189,6 +189,6 @@ def test_the_log_sum_exp_equals_numpys_for_small_and_huge_logits(scale, shift):
     logits = (np.random.default_rng(5).normal(size=(4, 3000)) * scale + shift).astype(np.float32)
     row_max = logits.max(axis=1, keepdims=True)
     expected = row_max + np.log(np.exp(logits.astype(np.float64) - row_max).sum(axis=1, keepdims=True))
-    result = _log_sum_exp(tf.constant(logits), tf.constant(row_max)).numpy()
+    result = _common.log_sum_exp(tf.constant(logits), tf.constant(row_max)).numpy()
     assert np.isfinite(result).all()
     np.testing.assert_allclose(result, expected, rtol=1e-6, atol=1e-5)

@@ -152,6 +152,52 @@ def _chunk_size(size, k):
     return min(divisors, key=lambda width: abs(width - target)) if divisors else target
 
 
+def log_sum_exp(logits, row_max):
+    """`reduce_logsumexp(logits, axis=-1, keepdims=True)` given the rows' maxima `[rows, 1]`.
+
+    While every row's maximum lies in [-60, 60], exp cannot overflow and the largest term cannot underflow,
+    so the sum needs no shifted copy of the logits (one pass over `[rows, vocab]` instead of two).
+    """
+    in_range = tf.reduce_all(tf.abs(row_max) <= 60.0)
+    return tf.cond(
+        in_range,
+        lambda: tf.math.log(tf.reduce_sum(tf.exp(logits), axis=-1, keepdims=True)),
+        lambda: row_max + tf.math.log(tf.reduce_sum(tf.exp(logits - row_max), axis=-1, keepdims=True)),
+    )
+
+
+def best_allowed_tokens(logits, k, config, step, caps, min_length):
+    """The k most probable tokens of each row of float32 logits `[rows, vocab]` that `allowed_tokens` allows
+    at `step`, best first (ties: the lower id first): `(log_probs [rows, k], tokens [rows, k])`. Forbidden
+    tokens fill the rest with about NEG_INF. `caps` and `min_length` are int32 `[rows]`.
+
+    The same as a top_k of the masked log-softmax, without the log-softmax and the mask over the whole
+    vocabulary (two passes over it per step). Only padding and EOS can be forbidden, except at a row's
+    length cap where EOS is the only allowed token, so the k best allowed tokens are among the k + 2 best of
+    the raw logits without padding and EOS, plus EOS itself; log-probabilities are those logits minus the
+    row's log-sum-exp.
+    """
+    vocab_size = logits.shape[-1]
+    values, tokens, row_max = top_k(logits, min(k + 2, vocab_size), return_max=True)
+    normalizer = log_sum_exp(logits, row_max)
+    at_cap = (step >= caps - 1)[:, tf.newaxis]
+    eos_allowed = at_cap | (step >= min_length - 1)[:, tf.newaxis]
+    others = tf.not_equal(tokens, config.pad_id) & tf.not_equal(tokens, config.eos_id) & ~at_cap
+    values = tf.concat(
+        [
+            tf.where(others, values, NEG_INF),
+            tf.where(eos_allowed, logits[:, config.eos_id, None], NEG_INF),
+        ],
+        axis=1,
+    )
+    tokens = tf.concat([tokens, tf.fill(tf.shape(eos_allowed), tf.constant(config.eos_id, tf.int32))], axis=1)
+    # Ties go to the lower id, as in a top_k over the vocabulary: order the candidates by id first.
+    by_id = tf.argsort(tokens, axis=1, stable=True)
+    values, tokens = tf.gather(values, by_id, batch_dims=1), tf.gather(tokens, by_id, batch_dims=1)
+    best, picked = tf.math.top_k(values, k)
+    return best - normalizer, tf.gather(tokens, picked, batch_dims=1)
+
+
 def length_penalty(length, alpha):
     """Wu et al. (2016): ((5 + length) / 6) ** alpha, float32; `length` counts emitted tokens with EOS."""
     return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, float(alpha))
@@ -229,7 +275,8 @@ def decode_one_hypothesis(model, source_ids, select, max_decode_length, extra_de
     """The loop shared by greedy search and sampling: one hypothesis per sentence, cached, early stop.
 
     Args:
-        select: `(log_probs [batch, vocab] float32, allowed [batch, vocab] bool, step) -> int32 [batch]`.
+        select: `(log_probs [batch, vocab] float32, allowed [batch, vocab] bool, step) -> int32 [batch]`, or
+            None for greedy search (the most probable allowed token, ties to the lower id).
 
     Returns:
         ids int32 `[batch, buffer_length]`, scores float32 `[batch]` (sum of the model's log-probabilities
@@ -248,9 +295,14 @@ def decode_one_hypothesis(model, source_ids, select, max_decode_length, extra_de
         logits, new_cache = model.decode(
             tokens[:, tf.newaxis], None, memory_mask, training=False, cache=cache, decode_index=step, **constants
         )
-        log_probs = tf.nn.log_softmax(tf.cast(logits[:, -1], tf.float32), axis=-1)  # [batch, vocab]
-        chosen = select(log_probs, allowed_tokens(config, step, plan), step)
-        chosen_log_prob = tf.gather(log_probs, chosen, batch_dims=1)
+        logits = tf.cast(logits[:, -1], tf.float32)  # [batch, vocab]
+        if select is None:  # greedy: the best allowed token, without a log-softmax over the vocabulary
+            best_log_probs, best_tokens = best_allowed_tokens(logits, 1, config, step, plan.caps, plan.min_length)
+            chosen, chosen_log_prob = best_tokens[:, 0], best_log_probs[:, 0]
+        else:
+            log_probs = tf.nn.log_softmax(logits, axis=-1)
+            chosen = select(log_probs, allowed_tokens(config, step, plan), step)
+            chosen_log_prob = tf.gather(log_probs, chosen, batch_dims=1)
         chosen = tf.where(finished, config.pad_id, chosen)
         scores = scores + tf.where(finished, 0.0, chosen_log_prob)
         ids = write_column(ids, step, chosen)

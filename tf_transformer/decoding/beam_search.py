@@ -141,52 +141,6 @@ def _reorder_cache(cache, rows):
     return tf.gather(cache, rows, axis=0)
 
 
-def _log_sum_exp(logits, row_max):
-    """`reduce_logsumexp(logits, axis=-1, keepdims=True)` given the rows' maxima `[rows, 1]`.
-
-    While every row's maximum lies in [-60, 60], exp cannot overflow and the largest term cannot underflow,
-    so the sum needs no shifted copy of the logits (one pass over `[rows, vocab]` instead of two).
-    """
-    in_range = tf.reduce_all(tf.abs(row_max) <= 60.0)
-    return tf.cond(
-        in_range,
-        lambda: tf.math.log(tf.reduce_sum(tf.exp(logits), axis=-1, keepdims=True)),
-        lambda: row_max + tf.math.log(tf.reduce_sum(tf.exp(logits - row_max), axis=-1, keepdims=True)),
-    )
-
-
-def _best_allowed_tokens(logits, k, config, step, caps, min_length):
-    """The k most probable tokens of each row of float32 logits `[rows, vocab]` that `allowed_tokens` allows
-    at `step`, best first (ties: the lower id first): `(log_probs [rows, k], tokens [rows, k])`. Forbidden
-    tokens fill the rest with about NEG_INF. `caps` and `min_length` are int32 `[rows]`.
-
-    The same as a top_k of the masked log-softmax, without the log-softmax and the mask over the whole
-    vocabulary (two passes over it per step). Only padding and EOS can be forbidden, except at a row's
-    length cap where EOS is the only allowed token, so the k best allowed tokens are among the k + 2 best of
-    the raw logits without padding and EOS, plus EOS itself; log-probabilities are those logits minus the
-    row's log-sum-exp.
-    """
-    vocab_size = logits.shape[-1]
-    values, tokens, row_max = _common.top_k(logits, min(k + 2, vocab_size), return_max=True)
-    normalizer = _log_sum_exp(logits, row_max)
-    at_cap = (step >= caps - 1)[:, tf.newaxis]
-    eos_allowed = at_cap | (step >= min_length - 1)[:, tf.newaxis]
-    others = tf.not_equal(tokens, config.pad_id) & tf.not_equal(tokens, config.eos_id) & ~at_cap
-    values = tf.concat(
-        [
-            tf.where(others, values, _common.NEG_INF),
-            tf.where(eos_allowed, logits[:, config.eos_id, None], _common.NEG_INF),
-        ],
-        axis=1,
-    )
-    tokens = tf.concat([tokens, tf.fill(tf.shape(eos_allowed), tf.constant(config.eos_id, tf.int32))], axis=1)
-    # Ties go to the lower id, as in a top_k over the vocabulary: order the candidates by id first.
-    by_id = tf.argsort(tokens, axis=1, stable=True)
-    values, tokens = tf.gather(values, by_id, batch_dims=1), tf.gather(tokens, by_id, batch_dims=1)
-    best, picked = tf.math.top_k(values, k)
-    return best - normalizer, tf.gather(tokens, picked, batch_dims=1)
-
-
 def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best):
     """The beam search proper, for any beam_size >= 1 (beam_search routes beam_size=1 to greedy)."""
     config = model.config
@@ -221,7 +175,7 @@ def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best):
         # least beam_size remain to continue. Two stages, the same result: each of them is among its own
         # beam's 2 * beam_size best, and top_k over [batch * beam, vocab] rows is cheaper on CPU than over
         # [batch, beam * vocab] ones.
-        beam_log_probs, beam_tokens = _best_allowed_tokens(
+        beam_log_probs, beam_tokens = _common.best_allowed_tokens(
             tf.cast(logits[:, -1], tf.float32), per_beam, config, step, row_caps, row_min_length
         )  # [batch * beam, per_beam]
         # -1 for the batch keeps its static size (a loop variable's shape may not change).

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import tensorflow as tf
-
 from tf_transformer.decoding import _common
 
 
@@ -49,10 +47,5 @@ def greedy_decode(model, source_ids, max_decode_length=None, extra_decode_length
     """
     _common.check_length_arguments(max_decode_length, extra_decode_length, min_decode_length)
     return _common.decode_one_hypothesis(
-        model, source_ids, _argmax, max_decode_length, extra_decode_length, min_decode_length
+        model, source_ids, None, max_decode_length, extra_decode_length, min_decode_length
     )
-
-
-def _argmax(log_probs, allowed, step):
-    del step
-    return tf.argmax(tf.where(allowed, log_probs, _common.NEG_INF), axis=-1, output_type=tf.int32)
