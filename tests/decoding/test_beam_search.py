@@ -184,11 +184,12 @@ def test_the_best_allowed_tokens_are_the_top_k_of_the_masked_log_softmax(helpers
     assert config.eos_id not in tokens[1] and config.pad_id not in tokens[3]
 
 
+@pytest.mark.parametrize("jit", [False, True], ids=["graph", "xla"])
 @pytest.mark.parametrize("scale,shift", [(1.0, 0.0), (30.0, 50.0), (5.0, -200.0), (1.0, 300.0)])
-def test_the_log_sum_exp_equals_numpys_for_small_and_huge_logits(scale, shift):
+def test_the_log_sum_exp_equals_numpys_for_small_and_huge_logits(scale, shift, jit):
     logits = (np.random.default_rng(5).normal(size=(4, 3000)) * scale + shift).astype(np.float32)
     row_max = logits.max(axis=1, keepdims=True)
     expected = row_max + np.log(np.exp(logits.astype(np.float64) - row_max).sum(axis=1, keepdims=True))
-    result = _common.log_sum_exp(tf.constant(logits), tf.constant(row_max)).numpy()
+    result = tf.function(_common.log_sum_exp, jit_compile=jit)(tf.constant(logits), tf.constant(row_max)).numpy()
     assert np.isfinite(result).all()
     np.testing.assert_allclose(result, expected, rtol=1e-6, atol=1e-5)
