@@ -3,7 +3,7 @@
 # prints the harness's table with tf-transformer beside the peers. Only ratios from one run count: the
 # machine is noisy (see ../shared/bench/README.md).
 #
-#   bash benchmarks/side_by_side.sh [RESULTS_DIR]      # RUNS=2 rounds by default (~20 min on 2 cores)
+#   bash benchmarks/side_by_side.sh [RESULTS_DIR]      # RUNS=2 rounds by default (~30 min on 2 cores)
 #
 # Knobs: RUNS (2), PEERS (the harness's default set), BENCH_DIR (../shared/bench), PYTHON (this venv's
 # python, with tf-transformer installed), SKIP_PEERS=1 to time only tf-transformer.
@@ -16,19 +16,40 @@ RUNS="${RUNS:-2}"
 PYTHON="${PYTHON:-python}"
 [ -f "$BENCH_DIR/run_peers.sh" ] || { echo "error: no peer harness at $BENCH_DIR; set BENCH_DIR" >&2; exit 1; }
 
-if [ "${SKIP_PEERS:-0}" != 1 ]; then
-    # The harness clears RESULTS/*.json when it starts, so it runs first; it also times the matmul ceiling.
-    RESULTS="$RESULTS" RUNS="$RUNS" bash "$BENCH_DIR/run_peers.sh" >&2
-fi
-mkdir -p "$RESULTS/logs"
+mkdir -p "$RESULTS/logs" "$RESULTS/saved_model"
+rm -f "$RESULTS"/saved_model/*.json
+tft() {  # tft NAME OUT ARGS...: one peer_workload.py process, its log under logs/
+    local name="$1" out="$2"
+    shift 2
+    echo "[side_by_side] $name" >&2
+    "$PYTHON" "$HERE/peer_workload.py" --bench_dir "$BENCH_DIR" --out "$out" "$@" >"$RESULTS/logs/$name.log" 2>&1 ||
+        echo "[side_by_side] $name failed (log: $RESULTS/logs/$name.log)" >&2
+    grep -E '^\[|^NOTE|^RESULT' "$RESULTS/logs/$name.log" | sed 's/^/    /' >&2 || true
+}
+peers() {  # peers RUN: one round of the harness (it clears its folder first), its results copied as round RUN
+    local dir="$RESULTS/peers/run$1"
+    RESULTS="$dir" RUNS=1 bash "$BENCH_DIR/run_peers.sh" >&2
+    python3 - "$dir" "$RESULTS" "$1" <<'PY'
+import json, pathlib, sys
+source, target, run = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
+for path in source.glob("*_run1.json"):
+    result = json.loads(path.read_text())
+    result["run_id"] = run
+    (target / path.name.replace("_run1.json", f"_run{run}.json")).write_text(json.dumps(result))
+PY
+}
+rm -f "$RESULTS"/*.json
+# Rounds interleave the peers and tf-transformer, so that a slow spell of the machine falls on both.
 for run in $(seq 1 "$RUNS"); do
+    [ "${SKIP_PEERS:-0}" = 1 ] || peers "$run"
     for variant in graph xla; do
-        log="$RESULTS/logs/tft_${variant}_run${run}.log"
-        echo "[side_by_side] run $run: tf-transformer $variant" >&2
-        "$PYTHON" "$HERE/peer_workload.py" --bench_dir "$BENCH_DIR" --variant "$variant" --run_id "$run" \
-            --out "$RESULTS/tft_${variant}_run${run}.json" --export >"$log" 2>&1 ||
-            echo "[side_by_side] tf-transformer $variant failed (log: $log)" >&2
-        grep -E '^\[|^NOTE|^RESULT' "$log" | sed 's/^/    /' >&2 || true
+        # The table's process does what the peers do, so its peak memory compares with theirs; exporting
+        # and reloading the decoders runs in a process of its own.
+        tft "tft_${variant}_run${run}" "$RESULTS/tft_${variant}_run${run}.json" --variant "$variant" --run_id "$run"
+        tft "tft_${variant}_export_run${run}" "$RESULTS/saved_model/tft_${variant}_run${run}.json" \
+            --variant "$variant" --run_id "$run" --phases greedy,beam4 --export
     done
 done
 python3 "$BENCH_DIR/make_table.py" "$RESULTS" | tee "$RESULTS/table.md"
+echo
+"$PYTHON" "$HERE/saved_model_table.py" "$RESULTS/saved_model" | tee "$RESULTS/saved_model.md"
