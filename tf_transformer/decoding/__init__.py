@@ -1,9 +1,10 @@
 """Decoding a trained Transformer: greedy search, beam search (length penalty, n-best) and sampling.
 
 Every decoder encodes the source once and runs a `tf.while_loop` over the model's incremental decoder
-(`encode`, `init_cache`, `decode`), with fixed-size caches and output buffers: one code path for eager
-calls, `tf.function` (also with `input_signature=[tf.TensorSpec([None, None], tf.int32)]`), XLA
-(`jit_compile=True`) and SavedModels. Wrap a decoder in a `tf.function` for speed.
+(`encode`, `init_cache`, `decode`), with fixed-size output buffers: one code path for eager calls,
+`tf.function` (also with `input_signature=[tf.TensorSpec([None, None], tf.int32)]`), XLA
+(`jit_compile=True`) and SavedModels. The self-attention caches grow by one position a step, except under
+XLA, which needs fixed shapes and gets fixed buffers. Wrap a decoder in a `tf.function` for speed.
 
 Output convention (all decoders):
 
