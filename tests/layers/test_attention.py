@@ -69,6 +69,13 @@ def random_inputs(*shape, seed=1):
     return np.random.default_rng(seed).normal(size=shape).astype(np.float32)
 
 
+def causal_case(batch, length, **kwargs):
+    """Inputs `[batch, length, 8]`, a built layer and its full causal self-attention output (NumPy)."""
+    x = random_inputs(batch, length, 8)
+    layer = built_layer(x, **kwargs)
+    return x, layer, layer(x, attention_mask=masking.look_ahead_mask(length)).numpy()
+
+
 # --- numerics against the reference -------------------------------------------------------------------
 
 
@@ -257,9 +264,7 @@ def test_cached_decoding_one_step_at_a_time_equals_full(window, widths):
 @pytest.mark.parametrize("window", [None, 1])
 def test_cached_decoding_several_positions_at_once(window):
     batch, length = 2, 6
-    x = random_inputs(batch, length, 8)
-    layer = built_layer(x, attention_window=window)
-    full = layer(x, attention_mask=masking.look_ahead_mask(length)).numpy()
+    x, layer, full = causal_case(batch, length, attention_window=window)
     cache = layer.empty_cache(batch, length)
     output, cache = layer(x[:, :3], cache=cache, decode_index=0)
     np.testing.assert_allclose(output.numpy(), full[:, :3], **TOLERANCE)
@@ -288,9 +293,7 @@ def test_cached_decoding_combines_user_mask():
 @pytest.mark.parametrize("window", [None, 1])
 def test_a_growing_cache_equals_the_fixed_buffer_and_the_full_pass(window):
     batch, length = 2, 6
-    x = random_inputs(batch, length, 8)
-    layer = built_layer(x, attention_window=window)
-    full = layer(x, attention_mask=masking.look_ahead_mask(length)).numpy()
+    x, layer, full = causal_case(batch, length, attention_window=window)
     growing, fixed = layer.empty_cache(batch, None), layer.empty_cache(batch, length)
     assert set(growing) == {"past_key", "past_value"} and growing["past_key"].shape == (batch, 2, 0, 4)
     # Several positions at once, then one at a time, as a decoder fed a prefix would do.
@@ -306,9 +309,7 @@ def test_a_growing_cache_equals_the_fixed_buffer_and_the_full_pass(window):
 
 def test_a_growing_cache_in_a_graph_loop_with_a_relaxed_length():
     batch, length = 2, 5
-    x = random_inputs(batch, length, 8)
-    layer = built_layer(x)
-    full = layer(x, attention_mask=masking.look_ahead_mask(length)).numpy()
+    x, layer, full = causal_case(batch, length)
 
     @tf.function
     def decode_all(inputs):

@@ -120,25 +120,15 @@ def _tile_beams(tensor, beam_size):
     return tf.repeat(tensor, beam_size, axis=0)
 
 
-def _tile_self_attention(cache, beam_size):
-    """Every cache tensor tiled to `batch * beam_size` rows, except the cross-attention ("cross") entries."""
+def _map_self_attention(function, cache):
+    """`function` applied to every cache tensor except the cross-attention ("cross") entries: those hold the
+    sentence's keys and values, one row per sentence, shared by all its beams (so neither tiled nor
+    reordered)."""
     if isinstance(cache, dict):
-        return {
-            key: value if key == "cross" else _tile_self_attention(value, beam_size) for key, value in cache.items()
-        }
+        return {key: value if key == "cross" else _map_self_attention(function, value) for key, value in cache.items()}
     if isinstance(cache, (list, tuple)):
-        return type(cache)(_tile_self_attention(value, beam_size) for value in cache)
-    return _tile_beams(cache, beam_size)
-
-
-def _reorder_cache(cache, rows):
-    """The cache rows of the chosen parent beams. Cross-attention keys and values are the same for every
-    beam of a sentence, so they are left as they are (gathering them would only cost memory traffic)."""
-    if isinstance(cache, dict):
-        return {key: value if key == "cross" else _reorder_cache(value, rows) for key, value in cache.items()}
-    if isinstance(cache, (list, tuple)):
-        return type(cache)(_reorder_cache(value, rows) for value in cache)
-    return tf.gather(cache, rows, axis=0)
+        return type(cache)(_map_self_attention(function, value) for value in cache)
+    return function(cache)
 
 
 def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best):
@@ -154,7 +144,7 @@ def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best):
     memory, memory_mask = model.encode(source_ids, training=False)
     # Self-attention caches get a row per hypothesis; cross-attention keys stay one row per sentence, shared
     # by its beam_size hypotheses (consecutive rows), as the model's cross-attention allows.
-    cache = _tile_self_attention(_common.init_decoding_cache(model, memory, plan), beam_size)
+    cache = _map_self_attention(lambda t: _tile_beams(t, beam_size), _common.init_decoding_cache(model, memory, plan))
     constants = _common.decoding_constants(model)
     # Row offset of each sentence's beams in the flattened [batch * beam_size] cache.
     row_offsets = (tf.range(batch_size) * beam_size)[:, tf.newaxis]
@@ -195,7 +185,7 @@ def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best):
         alive_ids = tf.gather(top_ids, picked, batch_dims=1)
         tokens = tf.gather(top_tokens, picked, batch_dims=1)
         rows = tf.reshape(row_offsets + tf.gather(top_beams, picked, batch_dims=1), [-1])
-        new_cache = _reorder_cache(new_cache, rows)
+        new_cache = _map_self_attention(lambda t: tf.gather(t, rows, axis=0), new_cache)  # follow the parents
 
         # Finished: EOS candidates within the beam (the first beam_size ranks), merged into the sorted set.
         # Existing entries come first, so a tie keeps them; done sentences take no more hypotheses.

@@ -187,7 +187,7 @@ class Transformer(keras.Model):
             return_attention_scores=return_attention_scores,
         )
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-        logits = self.project(outputs[0]) if output_kernel is None else self._project_with(outputs[0], output_kernel)
+        logits = self.project(outputs[0], output_kernel)
         return logits if len(outputs) == 1 else (logits,) + outputs[1:]
 
     def attention_weights(self, source_ids, target_ids, training=False):
@@ -216,9 +216,12 @@ class Transformer(keras.Model):
             "decoder_cross": [cross_scores for _, cross_scores in decoder_scores],
         }
 
-    def project(self, decoder_output):
-        """Pre-softmax linear transformation, float32 `[batch, length, output_vocab_size]`."""
-        if self.output_projection is None:
+    def project(self, decoder_output, output_kernel=None):
+        """Pre-softmax linear transformation, float32 `[batch, length, output_vocab_size]`; `output_kernel`, if
+        given, is that transformation as a `[d_model, vocab]` matrix (`decoding_constants()`)."""
+        if output_kernel is not None:
+            logits = dense(decoder_output, tf.cast(output_kernel, decoder_output.dtype))
+        elif self.output_projection is None:
             logits = self._target_embedding.project(decoder_output)
         else:
             logits = self.output_projection(decoder_output)
@@ -239,9 +242,6 @@ class Transformer(keras.Model):
         else:
             kernel = self.output_projection.kernel
         return {"output_kernel": tf.cast(kernel, self.compute_dtype)}
-
-    def _project_with(self, decoder_output, kernel):
-        return tf.cast(dense(decoder_output, tf.cast(kernel, decoder_output.dtype)), tf.float32)
 
     def call(self, inputs, training=None):
         source_ids, target_ids = inputs
