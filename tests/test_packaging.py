@@ -31,3 +31,18 @@ def test_ci_runs_exactly_the_readmes_test_command():
     assert "pytest" in test_command
     ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
     assert test_command in ci_lines
+
+
+def test_every_binary_is_a_console_command_and_a_tools_script():
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / "setup.cfg")
+    lines = parser["options.entry_points"]["console_scripts"].strip().splitlines()
+    commands = dict(line.replace(" ", "").split("=") for line in lines)
+    binaries = sorted(path.stem for path in (ROOT / "tf_transformer" / "cli").glob("*.py") if path.stem != "__init__")
+    assert commands == {f"tft-{name.replace('_', '-')}": f"tf_transformer.cli.{name}:run" for name in binaries}
+    for name in binaries:
+        source = (ROOT / "tf_transformer" / "cli" / f"{name}.py").read_text()
+        assert "\ndef main(argv):" in source and "\ndef run():" in source, name
+        # tools/X.py runs the same binary in a checkout.
+        assert f"from tf_transformer.cli.{name} import run\n" in (ROOT / "tools" / f"{name}.py").read_text(), name
+    assert sorted(path.stem for path in (ROOT / "tools").glob("*.py")) == binaries

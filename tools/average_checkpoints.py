@@ -1,35 +1,6 @@
-"""Averages the weights of the last N checkpoints of a model directory into a new checkpoint.
+"""`tft-average-checkpoints` in a checkout: the binary is tf_transformer/cli/average_checkpoints.py."""
 
-    python tools/average_checkpoints.py --model_dir=runs/multi30k_tiny --num_checkpoints=5
-    python tools/translate.py --model_dir=runs/multi30k_tiny --checkpoint=runs/multi30k_tiny/averaged/ckpt-1000
-
-The paper averages the last 5 checkpoints (base model) or the last 20 (big). The new checkpoint goes into
---output_dir (default MODEL_DIR/averaged, replacing an earlier average there), beside a JSON file listing the
-checkpoints averaged; its path is printed. The work is `tf_transformer.checkpoints.average_checkpoints`.
-"""
-
-import logging as pylogging
-import sys
-
-from absl import app, flags
-
-from tf_transformer.checkpoints import average_checkpoints
-
-_MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tools/train.py.", required=True)
-_NUM_CHECKPOINTS = flags.DEFINE_integer("num_checkpoints", 5, "How many of the last checkpoints to average.")
-_OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where to write the average (default: MODEL_DIR/averaged).")
-
-
-def main(argv):
-    del argv
-    pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
-    try:
-        path = average_checkpoints(_MODEL_DIR.value, _NUM_CHECKPOINTS.value, _OUTPUT_DIR.value)
-    except (FileNotFoundError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(1)
-    print(path)
-
+from tf_transformer.cli.average_checkpoints import run
 
 if __name__ == "__main__":
-    app.run(main)
+    run()

@@ -114,8 +114,8 @@ def test_a_bad_config_is_refused_clearly(tmp_path, small_corpus, override, messa
 def test_the_readmes_training_command_trains_the_multi30k_config(tmp_path, multi30k_dir):
     readme = (ROOT / "README.md").read_text()
     main_job = [line for line in readme.splitlines() if line.startswith("python3 -m venv")][0]
-    arguments = main_job.split("&& python ")[-1].split()
-    assert arguments[0] == "tools/train.py"
+    arguments = main_job.split(" && ")[-1].split()
+    assert arguments[0] == "tft-train"  # the console command of tools/train.py, which runs it here
     assert "--config=configs/multi30k.json" in arguments
     arguments = [argument for argument in arguments[1:] if not argument.startswith(("--model_dir", "--data_dir"))]
     # The README's command, shortened: three steps of configs/multi30k.json, into a temporary directory.

@@ -1,0 +1,42 @@
+"""Averages the weights of the last N checkpoints of a model directory into a new checkpoint.
+
+    tft-average-checkpoints --model_dir=runs/multi30k_tiny --num_checkpoints=5
+    tft-translate --model_dir=runs/multi30k_tiny --checkpoint=runs/multi30k_tiny/averaged/ckpt-1000
+
+The paper averages the last 5 checkpoints (base model) or the last 20 (big). The new checkpoint goes into
+--output_dir (default MODEL_DIR/averaged, replacing an earlier average there), beside a JSON file listing the
+checkpoints averaged; its path is printed. The work is `tf_transformer.checkpoints.average_checkpoints`.
+"""
+
+import logging as pylogging
+import sys
+
+from absl import app, flags
+
+from tf_transformer.checkpoints import average_checkpoints
+from tf_transformer.cli import adopt_help
+
+_MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.", required=True)
+_NUM_CHECKPOINTS = flags.DEFINE_integer("num_checkpoints", 5, "How many of the last checkpoints to average.")
+_OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where to write the average (default: MODEL_DIR/averaged).")
+
+
+def main(argv):
+    del argv
+    pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
+    try:
+        path = average_checkpoints(_MODEL_DIR.value, _NUM_CHECKPOINTS.value, _OUTPUT_DIR.value)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
+    print(path)
+
+
+def run():
+    """The `tft-average-checkpoints` command (and tools/average_checkpoints.py in a checkout)."""
+    adopt_help(__name__)
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,87 @@
+"""Builds the subword vocabulary of a training corpus (joint SentencePiece, or WordPiece) into a folder.
+
+tft-build-vocab --dataset=multi30k --data_dir=../shared/data/multi30k \
+    --source_lang=en --target_lang=de --vocab_size=8000 --output_dir=/tmp/vocab
+tft-build-vocab --dataset=files --train_source=train.en.gz --train_target=train.de.gz --output_dir=DIR
+tft-build-vocab --data_config=data.json --output_dir=DIR      # flags given override the file
+
+Writes spm.model + spm.vocab (or wordpiece.vocab), tokenizer.json and the data_config.json it used; prints the
+vocabulary size and folder. Load it with `tf_transformer.data.Tokenizer.from_directory(DIR)`.
+"""
+
+import dataclasses
+import os
+import sys
+
+from absl import app, flags
+
+from tf_transformer.cli import adopt_help
+from tf_transformer.config import ConfigError
+from tf_transformer.data import DataConfig, DataError, build_vocabulary
+
+_DEFAULTS = DataConfig()
+_DATA_CONFIG = flags.DEFINE_string("data_config", None, "A DataConfig JSON file; flags given explicitly override it.")
+_OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where to write the vocabulary (created if missing).")
+flags.DEFINE_string("dataset", _DEFAULTS.dataset, "'files', 'multi30k' or 'tfds:<name>'.")
+for _name in ("train_source", "train_target"):
+    flags.DEFINE_string(_name, None, "Training file, plain or gzip, one sentence a line (dataset 'files').")
+flags.DEFINE_string("source_lang", None, "Source language (multi30k: en/de/fr; tfds: feature key).")
+flags.DEFINE_string("target_lang", None, "Target language (multi30k: en/de/fr; tfds: feature key).")
+flags.DEFINE_string("data_dir", None, "Local Multi30k folder; unset downloads it into --cache_dir.")
+flags.DEFINE_string("cache_dir", _DEFAULTS.cache_dir, "Download cache.")
+flags.DEFINE_string("tfds_data_dir", None, "TFDS data_dir.")
+flags.DEFINE_bool("tfds_offline", _DEFAULTS.tfds_offline, "Never download a TFDS dataset.")
+flags.DEFINE_enum("vocab_type", _DEFAULTS.vocab_type, ["sentencepiece", "wordpiece"], "Vocabulary kind.")
+flags.DEFINE_integer("vocab_size", _DEFAULTS.vocab_size, "Vocabulary size, special tokens included.")
+flags.DEFINE_enum("spm_model_type", _DEFAULTS.spm_model_type, ["unigram", "bpe"], "SentencePiece algorithm.")
+flags.DEFINE_integer("vocab_max_sentences", _DEFAULTS.vocab_max_sentences, "Most sentences sampled for training.")
+flags.DEFINE_integer("seed", None, "Sampling and training seed (unset: 0).")
+_CONFIG_FLAGS = [
+    "dataset",
+    "train_source",
+    "train_target",
+    "source_lang",
+    "target_lang",
+    "data_dir",
+    "cache_dir",
+    "tfds_data_dir",
+    "tfds_offline",
+    "vocab_type",
+    "vocab_size",
+    "spm_model_type",
+    "vocab_max_sentences",
+    "seed",
+]
+FLAGS = flags.FLAGS
+
+
+def data_config_from_flags() -> DataConfig:
+    """The --data_config file (or the defaults) with the flags given on the command line applied."""
+    base = DataConfig.from_json(_DATA_CONFIG.value).to_dict() if _DATA_CONFIG.value else {}
+    given = {name: FLAGS[name].value for name in _CONFIG_FLAGS if FLAGS[name].present or not _DATA_CONFIG.value}
+    fields = {field.name for field in dataclasses.fields(DataConfig)}
+    return DataConfig.from_dict({**base, **{k: v for k, v in given.items() if k in fields}})
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    if not _OUTPUT_DIR.value:
+        raise app.UsageError("--output_dir is required.")
+    try:
+        data_config = data_config_from_flags()
+        tokenizer = build_vocabulary(data_config, _OUTPUT_DIR.value)
+    except (ConfigError, DataError) as error:
+        sys.exit(f"error: {error}")
+    data_config.to_json(os.path.join(_OUTPUT_DIR.value, "data_config.json"))
+    print(f"vocabulary: {tokenizer.kind}, {tokenizer.vocab_size} tokens, in {os.path.abspath(_OUTPUT_DIR.value)}")
+
+
+def run():
+    """The `tft-build-vocab` command (and tools/build_vocab.py in a checkout)."""
+    adopt_help(__name__)
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,89 @@
+"""Scores translations against references with sacrebleu and prints the scores as JSON.
+
+    tft-evaluate --references=test.de --hypotheses=test.hyp.de
+    tft-evaluate --references=test_2016_flickr.de.gz --model_dir=runs/multi30k_tiny \
+        --sources=test_2016_flickr.en.gz --average_last=5 --beam_size=4
+
+Either scores a file of translations (--hypotheses), or first translates --sources with a model directory
+(the decoding flags of tft-translate: --checkpoint (a path, or best) or --average_last, --beam_size,
+--length_penalty, --method, --batch_tokens, --max_decode_length). Files are plain or gzip, one sentence a line,
+aligned by line.
+Prints {"bleu", "bleu_signature", "chrf", "chrf_signature", "tok_lower_bleu", "sentences", ...}: see
+`tf_transformer.evaluation.score_translations` for what each figure is.
+"""
+
+import json
+import logging as pylogging
+import sys
+
+from absl import app, flags
+
+from tf_transformer.cli import adopt_help
+from tf_transformer.data.files import inspect_text_file, read_lines
+from tf_transformer.decoding import METHODS
+from tf_transformer.evaluation import score_translations
+
+_REFERENCES = flags.DEFINE_string("references", None, "Reference translations, one a line.", required=True)
+_HYPOTHESES = flags.DEFINE_string("hypotheses", None, "Translations to score, aligned with --references.")
+_MODEL_DIR = flags.DEFINE_string("model_dir", None, "Translate --sources with this model directory instead.")
+_SOURCES = flags.DEFINE_string("sources", None, "Source sentences to translate (with --model_dir).")
+_CHECKPOINT = flags.DEFINE_string("checkpoint", None, "A checkpoint path prefix, or best (default: the latest).")
+_AVERAGE_LAST = flags.DEFINE_integer("average_last", None, "Average the last N checkpoints in memory.")
+_BEAM_SIZE = flags.DEFINE_integer("beam_size", 4, "Beam width (the paper: 4).")
+_LENGTH_PENALTY = flags.DEFINE_float("length_penalty", 0.6, "Length penalty alpha (the paper: 0.6).")
+_METHOD = flags.DEFINE_enum("method", "beam", list(METHODS), "Decoding method.")
+_BATCH_TOKENS = flags.DEFINE_integer("batch_tokens", 4096, "Source tokens per batch (padding included).")
+_MAX_DECODE_LENGTH = flags.DEFINE_integer(
+    "max_decode_length", None, "Most output tokens a sentence (default: its source length + 50)."
+)
+
+
+def read_file(path, flag):
+    inspect_text_file(path, flag)  # a clear error for a missing, empty or non-UTF-8 file
+    return list(read_lines(path))
+
+
+def translate_sources():
+    # Imported here: scoring a file of hypotheses needs no model.
+    from tf_transformer.checkpoints import load_translation_model
+    from tf_transformer.decoding.text import translate_texts
+
+    if _CHECKPOINT.value is not None and _AVERAGE_LAST.value is not None:
+        raise ValueError("--checkpoint and --average_last: give one of them.")
+    sources = read_file(_SOURCES.value, "--sources")
+    model, tokenizer, _ = load_translation_model(_MODEL_DIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value)
+    results = translate_texts(
+        model, tokenizer, sources, beam_size=_BEAM_SIZE.value, length_penalty=_LENGTH_PENALTY.value,
+        method=_METHOD.value, batch_tokens=_BATCH_TOKENS.value, max_decode_length=_MAX_DECODE_LENGTH.value,
+    )  # fmt: skip
+    return [hypotheses[0][0] for hypotheses in results]
+
+
+def main(argv):
+    del argv
+    pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
+    try:
+        with_model = _MODEL_DIR.value is not None or _SOURCES.value is not None
+        if (_HYPOTHESES.value is not None) == with_model:
+            raise ValueError(
+                "give either --hypotheses (a file of translations) or --model_dir and --sources (translate them first)."
+            )
+        if with_model and (_MODEL_DIR.value is None or _SOURCES.value is None):
+            raise ValueError("--model_dir and --sources go together: pass both.")
+        references = read_file(_REFERENCES.value, "--references")
+        hypotheses = read_file(_HYPOTHESES.value, "--hypotheses") if not with_model else translate_sources()
+        scores = score_translations(hypotheses, references)
+    except (FileNotFoundError, ValueError) as error:  # ConfigError and DataError are ValueErrors
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
+    print(json.dumps(scores, indent=2))
+
+
+def run():
+    """The `tft-evaluate` command (and tools/evaluate.py in a checkout)."""
+    adopt_help(__name__)
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

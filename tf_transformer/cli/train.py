@@ -1,0 +1,118 @@
+"""Trains a Transformer; run the same command again to resume after a crash.
+
+    tft-train --config=tiny --dataset=multi30k --data_dir=../shared/data/multi30k \
+        --model_dir=runs/tiny --train_steps=2000 --batch_tokens=4096
+
+Flags build three configs (model, data, training), saved as JSON in --model_dir; everything else happens
+in `tf_transformer.training.train`.
+"""
+
+import logging as pylogging
+import sys
+
+from absl import app, flags
+
+from tf_transformer.cli import adopt_help
+from tf_transformer.config import ConfigError, TransformerConfig
+from tf_transformer.data import DataConfig, DataError
+from tf_transformer.training import TrainConfig, TrainingDiverged, train
+
+# Model.
+_CONFIG = flags.DEFINE_string("config", "base", "A preset name (tiny, base, big, ...) or a JSON config file.")
+_OVERRIDE = flags.DEFINE_multi_string("override", [], "field=value changes to the model config (repeatable).")
+# Data: None leaves the DataConfig default.
+_DATASET = flags.DEFINE_string("dataset", None, 'Data source: "files", "multi30k" or "tfds:<name>".')
+_TRAIN_SOURCE = flags.DEFINE_string("train_source", None, "Training source sentences, one a line (plain or gzip).")
+_TRAIN_TARGET = flags.DEFINE_string("train_target", None, "Training target sentences, aligned with the source.")
+_VALID_SOURCE = flags.DEFINE_string("valid_source", None, "Validation source sentences.")
+_VALID_TARGET = flags.DEFINE_string("valid_target", None, "Validation target sentences.")
+_SOURCE_LANG = flags.DEFINE_string("source_lang", None, "Source language (multi30k: en, de, fr).")
+_TARGET_LANG = flags.DEFINE_string("target_lang", None, "Target language.")
+_DATA_DIR = flags.DEFINE_string("data_dir", None, "Local Multi30k copy; without it the files are downloaded once.")
+_CACHE_DIR = flags.DEFINE_string("cache_dir", None, "Where downloads are cached.")
+_TFDS_DATA_DIR = flags.DEFINE_string("tfds_data_dir", None, "TFDS data_dir.")
+_TFDS_OFFLINE = flags.DEFINE_bool("tfds_offline", None, "Read only prepared TFDS data; never download.")
+_VOCAB_TYPE = flags.DEFINE_enum("vocab_type", None, ["sentencepiece", "wordpiece"], "Subword vocabulary type.")
+_VOCAB_SIZE = flags.DEFINE_integer("vocab_size", None, "Subword vocabulary size.")
+_BATCH_TOKENS = flags.DEFINE_integer("batch_tokens", None, "Source + target tokens per batch (paper: 25000).")
+_BATCH_MULTIPLE = flags.DEFINE_integer("batch_multiple", None, "Batches hold a multiple of this many pairs.")
+_MAX_LENGTH = flags.DEFINE_integer(
+    "max_length", None, "Most tokens per side of a training pair (default: the model's max_length)."
+)
+_LONG_PAIRS = flags.DEFINE_enum("long_pairs", None, ["drop", "truncate"], "What to do with longer pairs.")
+_SHUFFLE_BUFFER = flags.DEFINE_integer("shuffle_buffer", None, "Pairs in the shuffle buffer.")
+# Training.
+_MODEL_DIR = flags.DEFINE_string("model_dir", None, "Checkpoints, logs, vocabulary and configs.", required=True)
+_TRAIN_STEPS = flags.DEFINE_integer("train_steps", 100000, "Optimizer steps in total, across restarts.")
+_CHECKPOINT_EVERY = flags.DEFINE_integer("checkpoint_every", 1000, "Steps between checkpoints and validations.")
+_KEEP_CHECKPOINTS = flags.DEFINE_integer("keep_checkpoints", 5, "Checkpoints to keep.")
+_STRATEGY = flags.DEFINE_enum(
+    "strategy", "auto", ["auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu"], "tf.distribute strategy."
+)
+_NUM_CPU_DEVICES = flags.DEFINE_integer("num_cpu_devices", 0, "Split the CPU into N logical devices (0: don't).")
+_MIXED_PRECISION = flags.DEFINE_enum(
+    "mixed_precision", "float32", ["float32", "mixed_bfloat16", "mixed_float16"], "Keras dtype policy."
+)
+_JIT_COMPILE = flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
+_LOG_EVERY = flags.DEFINE_integer("log_every", 100, "Steps between TensorBoard points.")
+_VALIDATION_BATCHES = flags.DEFINE_integer("validation_batches", 0, "Validation batches per evaluation (0: all).")
+_BLEU_EVERY = flags.DEFINE_integer(
+    "bleu_every", 0, "Validation BLEU at the first checkpoint at or after every N steps, and at the end (0: off)."
+)
+_BLEU_SENTENCES = flags.DEFINE_integer("bleu_sentences", 500, "Validation BLEU on the first N validation pairs.")
+_BLEU_BEAM_SIZE = flags.DEFINE_integer("bleu_beam_size", 1, "Beam width for validation BLEU (1: greedy).")
+_KEEP_BEST = flags.DEFINE_bool("keep_best", True, "With --bleu_every, keep the best model by BLEU in MODEL_DIR/best.")
+_SEED = flags.DEFINE_integer("seed", None, "Seed for weights, data order and dropout.")
+_DETERMINISTIC = flags.DEFINE_bool("deterministic", False, "Deterministic ops and data order (slower).")
+
+_DATA_FLAGS = {
+    "dataset": _DATASET, "train_source": _TRAIN_SOURCE, "train_target": _TRAIN_TARGET,
+    "valid_source": _VALID_SOURCE, "valid_target": _VALID_TARGET, "source_lang": _SOURCE_LANG,
+    "target_lang": _TARGET_LANG, "data_dir": _DATA_DIR, "cache_dir": _CACHE_DIR, "tfds_data_dir": _TFDS_DATA_DIR,
+    "tfds_offline": _TFDS_OFFLINE, "vocab_type": _VOCAB_TYPE, "vocab_size": _VOCAB_SIZE,
+    "batch_tokens": _BATCH_TOKENS, "batch_multiple": _BATCH_MULTIPLE, "max_length": _MAX_LENGTH,
+    "long_pairs": _LONG_PAIRS, "shuffle_buffer": _SHUFFLE_BUFFER,
+}  # fmt: skip
+
+
+def main(argv):
+    del argv
+    # TensorFlow's own INFO lines (one per checkpoint save) go through absl's logger; ours through
+    # "tf_transformer".
+    pylogging.getLogger("absl").setLevel(pylogging.WARNING)
+    try:
+        model_config = TransformerConfig.load(_CONFIG.value).with_overrides(_OVERRIDE.value)
+        data_values = {name: flag.value for name, flag in _DATA_FLAGS.items() if flag.value is not None}
+        data_values.setdefault("max_length", model_config.max_length)  # the longest pairs the model accepts
+        data_config = DataConfig(**data_values, seed=_SEED.value, deterministic=_DETERMINISTIC.value)
+        train_config = TrainConfig(
+            model_dir=_MODEL_DIR.value, train_steps=_TRAIN_STEPS.value, checkpoint_every=_CHECKPOINT_EVERY.value,
+            keep_checkpoints=_KEEP_CHECKPOINTS.value, strategy=_STRATEGY.value,
+            num_cpu_devices=_NUM_CPU_DEVICES.value, mixed_precision=_MIXED_PRECISION.value,
+            jit_compile=_JIT_COMPILE.value, log_every=_LOG_EVERY.value,
+            validation_batches=_VALIDATION_BATCHES.value, bleu_every=_BLEU_EVERY.value,
+            bleu_sentences=_BLEU_SENTENCES.value, bleu_beam_size=_BLEU_BEAM_SIZE.value, keep_best=_KEEP_BEST.value,
+            seed=_SEED.value, deterministic=_DETERMINISTIC.value,
+        )  # fmt: skip
+        result = train(model_config, data_config, train_config)
+    except (ConfigError, DataError, TrainingDiverged) as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
+    if result.status == "already_complete":
+        print(f"Already trained {result.step} steps (--train_steps={_TRAIN_STEPS.value}); nothing to do.")
+    else:
+        print(f"Trained steps {result.start_step} -> {result.step}; checkpoint {result.checkpoint}")
+    print(f"Weights digest {result.weights_digest} ({result.replicas} replica(s))")
+    if result.best is not None:  # the best evaluation so far, this run's or an earlier one's
+        best = result.best
+        print(f"Best validation BLEU {best['bleu']:.2f} at step {best.get('step', '?')}: use --checkpoint=best")
+
+
+def run():
+    """The `tft-train` command (and tools/train.py in a checkout)."""
+    adopt_help(__name__)
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,125 @@
+"""Translates text, one sentence a line, with a trained model directory.
+
+    tft-translate --model_dir=runs/multi30k_tiny < test.en > test.hyp.de
+    tft-translate --model_dir=runs/multi30k_tiny --average_last=5 \
+        --input=test.en.gz --output=test.hyp.de --beam_size=4 --length_penalty=0.6
+
+Reads --input (plain or gzip; default stdin) and writes one translation a line, in input order, to --output
+(default stdout); an empty or blank input line gives an empty output line. With --n_best=N (N > 1, beam
+search) it writes N lines a sentence, best first, as `i ||| translation ||| score`: i is the 0-based input
+line number and score the length-penalised log-probability. A progress bar goes to stderr when --output is
+a file.
+
+Weights: the latest checkpoint of --model_dir/checkpoints; --checkpoint=PATH for another (a prefix such as
+.../checkpoints/ckpt-60, or the path tft-average-checkpoints printed); --checkpoint=best for the best
+checkpoint by validation BLEU (training with --bleu_every keeps it in MODEL_DIR/best); --average_last=N to
+average the last N checkpoints on the fly (nothing is written). Decoding happens in
+`tf_transformer.decoding.text.translate_texts`.
+
+With --saved_model=DIR instead of --model_dir, it translates with an export of tft-export (DIR is a
+version folder, or the export's base folder for its latest version) through its serving signatures, batched
+the same way, so the output is what --model_dir gives with the settings the model was exported with. The
+decoding flags (--beam_size, --length_penalty, --method, --max_decode_length) and the checkpoint flags are
+fixed in the export and refused here; --n_best may be at most the export's n_best.
+
+    tft-translate --saved_model=exports/multi30k < test.en > test.hyp.de
+"""
+
+import logging as pylogging
+import sys
+
+from absl import app, flags
+
+from tf_transformer.checkpoints import load_translation_model
+from tf_transformer.cli import adopt_help
+from tf_transformer.data.files import read_sentences
+from tf_transformer.decoding import METHODS
+from tf_transformer.decoding.text import format_results, translate_texts
+from tf_transformer.files import write_atomically
+
+_MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.")
+_SAVED_MODEL = flags.DEFINE_string(
+    "saved_model", None, "Instead of --model_dir: an export of tft-export (a version or its base folder)."
+)
+_CHECKPOINT = flags.DEFINE_string("checkpoint", None, "A checkpoint path prefix, or best (default: the latest).")
+_AVERAGE_LAST = flags.DEFINE_integer("average_last", None, "Average the last N checkpoints in memory.")
+_INPUT = flags.DEFINE_string("input", None, "Source sentences, one a line, plain or gzip (default: stdin).")
+_OUTPUT = flags.DEFINE_string("output", None, "Where to write the translations (default: stdout).")
+_BEAM_SIZE = flags.DEFINE_integer("beam_size", 4, "Beam width (the paper: 4).")
+_LENGTH_PENALTY = flags.DEFINE_float("length_penalty", 0.6, "Length penalty alpha (the paper: 0.6).")
+_N_BEST = flags.DEFINE_integer("n_best", 1, "Hypotheses per sentence; > 1 writes `i ||| text ||| score` lines.")
+_METHOD = flags.DEFINE_enum("method", "beam", list(METHODS), "Decoding method.")
+_BATCH_TOKENS = flags.DEFINE_integer("batch_tokens", 4096, "Source tokens per batch (padding included).")
+_MAX_DECODE_LENGTH = flags.DEFINE_integer(
+    "max_decode_length", None, "Most output tokens a sentence (default: its source length + 50)."
+)
+
+
+# Fixed when a model is exported: not flags of a translation with --saved_model.
+_EXPORT_SETTINGS = ("checkpoint", "average_last", "beam_size", "length_penalty", "method", "max_decode_length")
+
+
+def check_model_flags():
+    """One of --model_dir and --saved_model; with --saved_model, none of the settings fixed in the export."""
+    if (_MODEL_DIR.value is None) == (_SAVED_MODEL.value is None):
+        raise ValueError("give one of --model_dir (a trained model directory) and --saved_model (an export).")
+    if _SAVED_MODEL.value is not None:
+        given = [f"--{name}" for name in _EXPORT_SETTINGS if flags.FLAGS[name].present]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)}: fixed when the model was exported, so not a flag with --saved_model. Fix: leave "
+                "it out, or export again with the setting (tft-export)."
+            )
+    if _CHECKPOINT.value is not None and _AVERAGE_LAST.value is not None:
+        raise ValueError("--checkpoint and --average_last: give one of them.")
+
+
+def main(argv):
+    del argv
+    pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
+    try:
+        check_model_flags()
+        sentences = read_sentences(_INPUT.value, "--input")
+        bar = None
+        if _OUTPUT.value is not None:
+            import tqdm
+
+            bar = tqdm.tqdm(total=len(sentences), unit="sentence", file=sys.stderr)
+        progress = (lambda done, total: bar.update(done - bar.n)) if bar is not None else None
+        if _SAVED_MODEL.value is not None:
+            from tf_transformer.export import translate_with_saved_model
+
+            results = translate_with_saved_model(
+                _SAVED_MODEL.value, sentences, n_best=_N_BEST.value, batch_tokens=_BATCH_TOKENS.value,
+                progress=progress,
+            )  # fmt: skip
+        else:
+            model, tokenizer, _ = load_translation_model(
+                _MODEL_DIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value
+            )
+            results = translate_texts(
+                model, tokenizer, sentences, beam_size=_BEAM_SIZE.value, length_penalty=_LENGTH_PENALTY.value,
+                n_best=_N_BEST.value, method=_METHOD.value, batch_tokens=_BATCH_TOKENS.value,
+                max_decode_length=_MAX_DECODE_LENGTH.value, progress=progress,
+            )  # fmt: skip
+        if bar is not None:
+            bar.close()
+    except (FileNotFoundError, ValueError) as error:  # ConfigError and DataError are ValueErrors
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
+    text = "".join(line + "\n" for line in format_results(results, scored=_N_BEST.value > 1))
+    if _OUTPUT.value is None:
+        sys.stdout.buffer.write(text.encode("utf-8"))
+        sys.stdout.flush()
+    else:
+        write_atomically(_OUTPUT.value, text)
+
+
+def run():
+    """The `tft-translate` command (and tools/translate.py in a checkout)."""
+    adopt_help(__name__)
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()
