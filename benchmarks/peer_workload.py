@@ -166,6 +166,7 @@ def make_decoder(tf, translate, model, beam_size, length, jit):
             method="beam" if beam_size > 1 else "greedy",
             max_decode_length=length,
             min_decode_length=length,
+            jit_compile=jit,  # XLA needs the decoders' fixed-size caches
         )
         return output.ids, output.scores
 

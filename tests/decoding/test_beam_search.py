@@ -190,6 +190,7 @@ def test_the_log_sum_exp_equals_numpys_for_small_and_huge_logits(scale, shift, j
     logits = (np.random.default_rng(5).normal(size=(4, 3000)) * scale + shift).astype(np.float32)
     row_max = logits.max(axis=1, keepdims=True)
     expected = row_max + np.log(np.exp(logits.astype(np.float64) - row_max).sum(axis=1, keepdims=True))
-    result = tf.function(_common.log_sum_exp, jit_compile=jit)(tf.constant(logits), tf.constant(row_max)).numpy()
+    log_sum_exp = tf.function(lambda *args: _common.log_sum_exp(*args, jit_compile=jit), jit_compile=jit)
+    result = log_sum_exp(tf.constant(logits), tf.constant(row_max)).numpy()
     assert np.isfinite(result).all()
     np.testing.assert_allclose(result, expected, rtol=1e-6, atol=1e-5)

@@ -9,9 +9,9 @@ import tf_transformer as tft
 from tf_transformer.decoding import _common, beam_search, greedy_decode, sample_decode
 
 DECODERS = {
-    "greedy": lambda model, source: greedy_decode(model, source, extra_decode_length=3),
-    "beam": lambda model, source: beam_search(model, source, beam_size=3, n_best=2, extra_decode_length=3),
-    "sample": lambda model, source: sample_decode(model, source, top_k=10, seed=3, extra_decode_length=3),
+    "greedy": lambda model, source, **kw: greedy_decode(model, source, extra_decode_length=3, **kw),
+    "beam": lambda model, source, **kw: beam_search(model, source, beam_size=3, n_best=2, extra_decode_length=3, **kw),
+    "sample": lambda model, source, **kw: sample_decode(model, source, top_k=10, seed=3, extra_decode_length=3, **kw),
 }
 UNKNOWN_SHAPE = [tf.TensorSpec([None, None], tf.int32)]
 
@@ -32,7 +32,7 @@ def test_tf_function_and_xla_equal_eager(one_layer_model, helpers, method):
     helpers.check_output_convention(other_ids)
     assert other_ids.shape[-1] == 3 + 3 and traced.experimental_get_tracing_count() == 1
 
-    compiled = tf.function(lambda source: decode(model, source), jit_compile=True)
+    compiled = tf.function(lambda source: decode(model, source, jit_compile=True), jit_compile=True)
     xla_ids, xla_scores = compiled(tf.constant(sources))
     if method == "sample":
         # XLA's Philox stream differs from the CPU kernel's: other samples, but reproducible ones.
@@ -44,24 +44,38 @@ def test_tf_function_and_xla_equal_eager(one_layer_model, helpers, method):
         np.testing.assert_allclose(xla_scores, eager_scores, atol=1e-4)
 
 
-def test_the_decoders_grow_their_cache_except_under_xla(one_layer_model, helpers):
+def test_the_decoders_grow_their_cache_except_for_xla(one_layer_model, helpers):
     # Graph mode grows the self-attention cache (cheaper steps); XLA needs the fixed buffer. The test above
     # checks that both give the eager results; this one that each mode really gets its own cache.
     sources = helpers.make_sources([4, 2], seed=15)
-    seen = {}
+    memory, _ = one_layer_model.encode(sources)
+    plan = _common.plan_lengths(one_layer_model.config, tf.constant(sources), None, 3)
+    names = {
+        jit: set(_common.init_decoding_cache(one_layer_model, memory, plan, jit)[0]["self"]) for jit in (False, True)
+    }
+    assert names == {False: {"past_key", "past_value"}, True: {"key", "value"}}
 
-    def cache_names(source, mode):
-        memory, _ = one_layer_model.encode(source)
-        plan = _common.plan_lengths(one_layer_model.config, source, None, 3)
-        seen[mode] = (
-            _common.in_xla_context(),
-            set(_common.init_decoding_cache(one_layer_model, memory, plan)[0]["self"]),
-        )
-        return memory
 
-    tf.function(lambda source: cache_names(source, "graph"))(tf.constant(sources))
-    tf.function(lambda source: cache_names(source, "xla"), jit_compile=True)(tf.constant(sources))
-    assert seen == {"graph": (False, {"past_key", "past_value"}), "xla": (True, {"key", "value"})}
+@pytest.mark.parametrize("method", sorted(DECODERS))
+def test_fixed_caches_also_decode_outside_xla(one_layer_model, helpers, method):
+    sources = helpers.make_sources([5, 3, 4], seed=16)
+    ids, scores = DECODERS[method](one_layer_model, sources)
+    fixed_ids, fixed_scores = DECODERS[method](one_layer_model, sources, jit_compile=True)
+    np.testing.assert_array_equal(fixed_ids, ids)
+    np.testing.assert_allclose(fixed_scores, scores, atol=1e-5)
+
+
+def test_xla_without_jit_compile_fails_naming_the_fix(one_layer_model, helpers):
+    # A growing cache cannot compile (XLA needs fixed shapes); the error quotes the loop's name, the fix.
+    compiled = tf.function(lambda source: DECODERS["greedy"](one_layer_model, source), jit_compile=True)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="pass_jit_compile_True"):
+        compiled(tf.constant(helpers.make_sources([4, 2], seed=17)))
+
+
+@pytest.mark.parametrize("method", sorted(DECODERS))
+def test_jit_compile_must_be_a_bool(one_layer_model, helpers, method):
+    with pytest.raises(ValueError, match="jit_compile: must be True or False"):
+        DECODERS[method](one_layer_model, helpers.make_sources([3], seed=18), jit_compile="yes")
 
 
 @pytest.fixture

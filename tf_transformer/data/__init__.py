@@ -16,11 +16,12 @@ from tf_transformer.data.batching import (
     simulate_batches,
 )
 from tf_transformer.data.config import DataConfig
-from tf_transformer.data.corpus import ParallelCorpus, open_corpus
+from tf_transformer.data.corpus import ParallelCorpus
 from tf_transformer.data.errors import DataError
 from tf_transformer.data.files import FileCorpus, inspect_text_file
 from tf_transformer.data.multi30k import download_file, download_multi30k, multi30k_corpus
 from tf_transformer.data.pipeline import DataReport, encode_batch, make_dataset, scan_lengths
+from tf_transformer.data.sources import open_corpus
 from tf_transformer.data.synthetic import SYNTHETIC_TASKS, synthetic_pairs, synthetic_translation_dataset
 from tf_transformer.data.vocab import (
     Tokenizer,

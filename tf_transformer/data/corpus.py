@@ -1,13 +1,10 @@
-"""`ParallelCorpus`, the interface every source of sentence pairs implements, and `open_corpus`."""
+"""`ParallelCorpus`, the interface every source of sentence pairs implements (`open_corpus` is in sources.py)."""
 
 from __future__ import annotations
 
 from typing import Iterator, Optional, Tuple
 
 import tensorflow as tf
-
-from tf_transformer.data.config import SPLITS, DataConfig
-from tf_transformer.data.errors import DataError
 
 # The whitespace tf.strings.strip removes; Python's str.strip would also remove e.g. U+00A0, and the Python
 # and tf.data views of a corpus must agree pair for pair.
@@ -57,54 +54,3 @@ def clean_batch(source: tf.Tensor, target: tf.Tensor) -> Tuple[tf.Tensor, tf.Ten
     source, target = tf.strings.strip(source), tf.strings.strip(target)
     keep = both_non_empty(source, target)
     return tf.boolean_mask(source, keep), tf.boolean_mask(target, keep)
-
-
-def open_corpus(data_config: DataConfig, split: str, training: bool = False) -> ParallelCorpus:
-    """The corpus of `split` ("train", "valid" or "test") that `data_config` names.
-
-    Files are checked here, eagerly (existence, gzip, UTF-8, equal line counts), so a bad file fails before
-    training starts; Multi30k without `data_dir` is downloaded (once) into `cache_dir`. `training` lets a
-    TFDS corpus shuffle its files (seeded by `data_config.shuffle_seed`).
-
-    Raises:
-        DataError: a file is missing, unreadable, misaligned, or a split is not configured.
-    """
-    if split not in SPLITS:
-        raise DataError(f"split: unknown split {split!r}. Fix: use one of {', '.join(SPLITS)}.")
-    if data_config.dataset == "files":
-        from tf_transformer.data.files import FileCorpus
-
-        source, target = getattr(data_config, f"{split}_source"), getattr(data_config, f"{split}_target")
-        if source is None:
-            raise DataError(
-                f"the {split} split has no files. Fix: pass --{split}_source=PATH and --{split}_target=PATH."
-            )
-        return FileCorpus(
-            source,
-            target,
-            source_flag=f"--{split}_source",
-            target_flag=f"--{split}_target",
-            description=f"files {split}",
-        )
-    if data_config.dataset == "multi30k":
-        from tf_transformer.data.multi30k import multi30k_corpus
-
-        return multi30k_corpus(
-            split,
-            source_lang=data_config.source_lang or "en",
-            target_lang=data_config.target_lang or "de",
-            data_dir=data_config.data_dir,
-            cache_dir=data_config.cache_dir,
-        )
-    from tf_transformer.data.tfds_source import TfdsCorpus
-
-    return TfdsCorpus(
-        data_config.tfds_name,
-        split,
-        source_lang=data_config.source_lang,
-        target_lang=data_config.target_lang,
-        data_dir=data_config.tfds_data_dir,
-        offline=data_config.tfds_offline,
-        shuffle_files=training,
-        seed=data_config.shuffle_seed,
-    )

@@ -20,7 +20,8 @@ import tensorflow as tf
 
 from tf_transformer.data.batching import batch_by_tokens, bucket_boundaries, simulate_batches
 from tf_transformer.data.config import DataConfig
-from tf_transformer.data.corpus import ParallelCorpus, both_non_empty, clean_batch, open_corpus
+from tf_transformer.data.corpus import ParallelCorpus, both_non_empty, clean_batch
+from tf_transformer.data.sources import open_corpus
 from tf_transformer.data.vocab import BOS_ID, EOS_ID, Tokenizer
 from tf_transformer.files import write_atomically
 

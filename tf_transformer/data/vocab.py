@@ -8,7 +8,6 @@ complete. `Tokenizer.from_directory` loads either.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import pathlib
@@ -19,6 +18,7 @@ import tensorflow as tf
 
 from tf_transformer.data.config import DataConfig
 from tf_transformer.data.errors import DataError
+from tf_transformer.data.sources import open_corpus
 from tf_transformer.files import write_atomically
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
@@ -77,7 +77,8 @@ class Tokenizer(tf.Module):
             DataError: the model's special ids are not pad 0, BOS 1, EOS 2, unknown 3.
         """
         import sentencepiece
-        import tensorflow_text as text
+
+        from tf_transformer.data._tf_text_private import shared_sentencepiece_tokenizer
 
         if not isinstance(model, bytes):
             model = pathlib.Path(model).read_bytes()
@@ -88,8 +89,8 @@ class Tokenizer(tf.Module):
                 f"the SentencePiece model uses pad/bos/eos/unk ids {ids}, but tf_transformer needs (0, 1, 2, 3). "
                 "Fix: train it with tools/build_vocab.py (or pad_id=0 bos_id=1 eos_id=2 unk_id=3)."
             )
-        tokenizer = text.SentencepieceTokenizer(model=model, out_type=tf.int32, add_bos=False, add_eos=False)
-        tokenizer._model_resource = _shared_sentencepiece_resource(model)
+        # Not tf-text's own: its model resource would not survive tf.random.set_seed (see the module).
+        tokenizer = shared_sentencepiece_tokenizer(model, out_type=tf.int32, add_bos=False, add_eos=False)
         return cls("sentencepiece", tokenizer, processor.get_piece_size(), {"model": model})
 
     @classmethod
@@ -398,8 +399,6 @@ def build_vocabulary(
     Raises:
         DataError: unreadable training data or a vocabulary that cannot be trained.
     """
-    from tf_transformer.data.corpus import open_corpus
-
     corpus = corpus or open_corpus(data_config, "train")
     seed = data_config.seed if data_config.seed is not None else 0
     sentences = sample_sentences(corpus.pairs(), data_config.vocab_max_sentences, seed)
@@ -422,29 +421,3 @@ class _BytesSink:
 
     def getvalue(self) -> bytes:
         return b"".join(self._parts)
-
-
-def _shared_sentencepiece_resource(model: bytes):
-    """tf-text's SentencePiece model resource, but named after the model's digest.
-
-    tf-text creates the resource private to the kernel that made it (its TODO b/318839908), and TensorFlow
-    drops cached kernels whenever `tf.random.set_seed` or `keras.utils.set_random_seed` runs: every
-    tokenizer made before a seeding call then fails with "Resource ..._SentencepieceOp... does not exist".
-    A `shared_name` keeps the resource in the device's resource manager instead. It is the model's digest,
-    so tokenizers (and SavedModels loaded into one server) share a resource only when the model is the same.
-    """
-    from tensorflow_text.python.ops import sentencepiece_tokenizer
-
-    class SharedSentencepieceModelResource(sentencepiece_tokenizer._SentencepieceModelResource):
-        def __init__(self, model, shared_name):
-            self._shared_name = shared_name  # before the base __init__, which creates the resource
-            super().__init__(model, None)
-
-        def _create_resource(self):
-            with tf.name_scope("SentenceTokenizerInitializer"):
-                return sentencepiece_tokenizer.gen_sentencepiece_tokenizer.sentencepiece_op(
-                    model=self._model, shared_name=self._shared_name
-                )
-
-    # The resource stays in the resource manager for the life of the process, one per distinct model.
-    return SharedSentencepieceModelResource(model, "tf_transformer_sentencepiece_" + hashlib.sha256(model).hexdigest())

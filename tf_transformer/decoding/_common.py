@@ -3,7 +3,7 @@
 Every decoder is a `tf.while_loop` whose loop variables keep one shape from the first step to the last
 (except the length axis of a growing self-attention cache, relaxed in the loop's shape invariants), so the
 same code runs eagerly, in a `tf.function` (also with an unknown batch and source length) and under XLA
-(`jit_compile=True`), and saves in a SavedModel.
+(`tf.function(jit_compile=True)`, with the decoder's own `jit_compile=True`), and saves in a SavedModel.
 """
 
 from __future__ import annotations
@@ -152,16 +152,16 @@ def _chunk_size(size, k):
     return min(divisors, key=lambda width: abs(width - target)) if divisors else target
 
 
-def log_sum_exp(logits, row_max):
+def log_sum_exp(logits, row_max, jit_compile=False):
     """`reduce_logsumexp(logits, axis=-1, keepdims=True)` of float32 `[rows, vocab]`, given the rows' maxima
     `[rows, 1]`.
 
     Outside XLA: while every row's maximum lies in [-60, 60], exp cannot overflow and the largest term cannot
     underflow, so the sum needs no shifted copy of the logits (one pass over them instead of three). Under
     XLA, which fuses the shift into the sum, `reduce_logsumexp` itself is faster: computing from `row_max`
-    there made beam search 30% slower (benchmarks/NOTES.md).
+    there made beam search 30% slower (benchmarks/NOTES.md). `jit_compile`: the caller compiles with XLA.
     """
-    if in_xla_context():
+    if jit_compile:
         return tf.reduce_logsumexp(logits, axis=-1, keepdims=True)
 
     def shifted():
@@ -173,7 +173,7 @@ def log_sum_exp(logits, row_max):
     return tf.cond(tf.reduce_all(tf.abs(row_max) <= 60.0), unshifted, shifted)
 
 
-def best_allowed_tokens(logits, k, config, step, caps, min_length):
+def best_allowed_tokens(logits, k, config, step, caps, min_length, jit_compile=False):
     """The k most probable tokens of each row of float32 logits `[rows, vocab]` that `allowed_tokens` allows
     at `step`, best first (ties: the lower id first): `(log_probs [rows, k], tokens [rows, k])`. Forbidden
     tokens fill the rest with about NEG_INF. `caps` and `min_length` are int32 `[rows]`.
@@ -182,11 +182,11 @@ def best_allowed_tokens(logits, k, config, step, caps, min_length):
     vocabulary (two passes over it per step). Only padding and EOS can be forbidden, except at a row's
     length cap where EOS is the only allowed token, so the k best allowed tokens are among the k + 2 best of
     the raw logits without padding and EOS, plus EOS itself; log-probabilities are those logits minus the
-    row's log-sum-exp.
+    row's log-sum-exp. `jit_compile`: the caller compiles with XLA (see `log_sum_exp`).
     """
     vocab_size = logits.shape[-1]
     values, tokens, row_max = top_k(logits, min(k + 2, vocab_size), return_max=True)
-    normalizer = log_sum_exp(logits, row_max)
+    normalizer = log_sum_exp(logits, row_max, jit_compile)
     at_cap = (step >= caps - 1)[:, tf.newaxis]
     eos_allowed = at_cap | (step >= min_length - 1)[:, tf.newaxis]
     others = tf.not_equal(tokens, config.pad_id) & tf.not_equal(tokens, config.eos_id) & ~at_cap
@@ -233,30 +233,34 @@ def keep_shapes(new, old):
     return tf.nest.map_structure(restore, new, shape_invariants(old))
 
 
-def in_xla_context():
-    """Whether the code being traced will be compiled by XLA (`tf.function(jit_compile=True)`).
-
-    TensorFlow has no public API for this; its own control flow asks the same private function. If that
-    ever moves, the answer is True: the fixed-size cache it selects is correct everywhere, only slower.
-    """
-    try:
-        from tensorflow.python.ops import control_flow_util
-    except ImportError:  # pragma: no cover - a TensorFlow without the module
-        return True
-    try:
-        return bool(control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
-    except AttributeError:  # pragma: no cover
-        return True
+def check_jit_compile(jit_compile):
+    """A ValueError unless `jit_compile` is a bool (a truthy tensor or string would silently pick a mode)."""
+    if not isinstance(jit_compile, bool):
+        raise ValueError(
+            f"jit_compile: must be True or False, got {jit_compile!r}. Fix: pass True when the decoder runs in a "
+            "`tf.function(jit_compile=True)`, else False."
+        )
 
 
-def init_decoding_cache(model, memory, plan):
-    """The model's decoder cache: growing self-attention caches, except under XLA, which needs fixed shapes.
+def init_decoding_cache(model, memory, plan, jit_compile=False):
+    """The model's decoder cache: growing self-attention caches, or fixed buffers for XLA (`jit_compile`).
 
     A fixed buffer is rewritten whole at every step (a select over `[batch, heads, buffer_length, d]`, and in
     beam search a gather of it); a growing cache copies only the filled part, a third of the cost of a beam
-    step's cache work on the benchmark workload (benchmarks/NOTES.md).
+    step's cache work on the benchmark workload (benchmarks/NOTES.md). XLA needs the fixed shapes.
     """
-    return model.init_cache(memory, plan.buffer_length if in_xla_context() else None)
+    return model.init_cache(memory, plan.buffer_length if jit_compile else None)
+
+
+def while_loop(cond, body, initial, jit_compile):
+    """`tf.while_loop` over the decoder state, the length axis of growing caches relaxed.
+
+    TensorFlow has no public way to ask whether a trace is for XLA, so the caller says it (`jit_compile`).
+    A growing cache compiled by XLA fails with "Input and output shapes of loop body do not match" at this
+    loop: its name, which XLA's message quotes, says the fix.
+    """
+    name = "decoder_loop" if jit_compile else "growing_cache_loop_Fix_under_XLA_pass_jit_compile_True"
+    return tf.while_loop(cond, body, initial, shape_invariants=shape_invariants(initial), name=name)
 
 
 def decoding_constants(model):
@@ -278,12 +282,15 @@ def shape_invariants(loop_vars, name=None):
     return shape
 
 
-def decode_one_hypothesis(model, source_ids, select, max_decode_length, extra_decode_length, min_decode_length=0):
+def decode_one_hypothesis(
+    model, source_ids, select, max_decode_length, extra_decode_length, min_decode_length=0, jit_compile=False
+):
     """The loop shared by greedy search and sampling: one hypothesis per sentence, cached, early stop.
 
     Args:
         select: `(log_probs [batch, vocab] float32, allowed [batch, vocab] bool, step) -> int32 [batch]`, or
             None for greedy search (the most probable allowed token, ties to the lower id).
+        jit_compile: the loop will be compiled by XLA: fixed-size caches (see `init_decoding_cache`).
 
     Returns:
         ids int32 `[batch, buffer_length]`, scores float32 `[batch]` (sum of the model's log-probabilities
@@ -295,7 +302,7 @@ def decode_one_hypothesis(model, source_ids, select, max_decode_length, extra_de
     batch_size = tf.shape(source_ids)[0]
 
     memory, memory_mask = model.encode(source_ids, training=False)
-    cache = init_decoding_cache(model, memory, plan)
+    cache = init_decoding_cache(model, memory, plan, jit_compile)
     constants = decoding_constants(model)
 
     def body(step, tokens, cache, ids, scores, finished):
@@ -304,7 +311,9 @@ def decode_one_hypothesis(model, source_ids, select, max_decode_length, extra_de
         )
         logits = tf.cast(logits[:, -1], tf.float32)  # [batch, vocab]
         if select is None:  # greedy: the best allowed token, without a log-softmax over the vocabulary
-            best_log_probs, best_tokens = best_allowed_tokens(logits, 1, config, step, plan.caps, plan.min_length)
+            best_log_probs, best_tokens = best_allowed_tokens(
+                logits, 1, config, step, plan.caps, plan.min_length, jit_compile
+            )
             chosen, chosen_log_prob = best_tokens[:, 0], best_log_probs[:, 0]
         else:
             log_probs = tf.nn.log_softmax(logits, axis=-1)
@@ -327,5 +336,5 @@ def decode_one_hypothesis(model, source_ids, select, max_decode_length, extra_de
         tf.zeros([batch_size], tf.float32),
         tf.zeros([batch_size], tf.bool),
     )
-    _, _, _, ids, scores, _ = tf.while_loop(cond, body, initial, shape_invariants=shape_invariants(initial))
+    _, _, _, ids, scores, _ = while_loop(cond, body, initial, jit_compile)
     return ids, scores

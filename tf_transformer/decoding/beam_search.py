@@ -19,6 +19,7 @@ def beam_search(
     extra_decode_length=50,
     n_best=1,
     min_decode_length=0,
+    jit_compile=False,
 ):
     """Beam search (the paper: beam 4, alpha 0.6), returning the `n_best` best hypotheses per sentence.
 
@@ -47,7 +48,8 @@ def beam_search(
     it emits EOS; its score is the greedy log-probability sum with the length penalty applied.
 
     Works eagerly, in `tf.function` (also with `input_signature=[tf.TensorSpec([None, None], tf.int32)]`)
-    and under `jit_compile=True`; wrap it in a `tf.function` for speed.
+    and under XLA (`tf.function(jit_compile=True)`, passing `jit_compile=True` here too); wrap it in a
+    `tf.function` for speed.
 
     Args:
         model: a `Transformer` (anything with `encode`, `init_cache`, `decode` and `config`).
@@ -61,6 +63,10 @@ def beam_search(
         n_best: hypotheses returned per sentence, 1 <= n_best <= beam_size.
         min_decode_length: the fewest output tokens (EOS included) per sentence: EOS is not allowed
             earlier (as in OpenNMT and CTranslate2); never more than a sentence's maximum. 0: no minimum.
+        jit_compile: True when the caller compiles this decoder with XLA (`tf.function(jit_compile=True)`):
+            the self-attention caches are then fixed buffers, which XLA needs, instead of growing ones, which
+            are faster elsewhere. TensorFlow cannot tell a trace that XLA will compile, so say it here;
+            True also works outside XLA (the same outputs up to float rounding), only slower.
 
     Returns:
         `(ids, scores)`: ids int32 `[batch, n_best, T]`, best first, without BOS, ending with EOS, 0 after
@@ -70,7 +76,7 @@ def beam_search(
         `n_best` hypotheses exist (a cap of 1 token), the missing ones are all 0 with score -inf.
 
     Raises:
-        ValueError: beam_size < 1, n_best outside [1, beam_size], or length_penalty < 0.
+        ValueError: beam_size < 1, n_best outside [1, beam_size], length_penalty < 0, or jit_compile not a bool.
 
     Example:
 
@@ -89,15 +95,18 @@ def beam_search(
     """
     _check_beam_arguments(beam_size, length_penalty, n_best)
     _common.check_length_arguments(max_decode_length, extra_decode_length, min_decode_length)
+    _common.check_jit_compile(jit_compile)
     beam_size, n_best, length_penalty = int(beam_size), int(n_best), float(length_penalty)
     if beam_size == 1:
-        ids, log_probs = greedy_decode(model, source_ids, max_decode_length, extra_decode_length, min_decode_length)
+        ids, log_probs = greedy_decode(
+            model, source_ids, max_decode_length, extra_decode_length, min_decode_length, jit_compile
+        )
         scores = log_probs / _common.length_penalty(_common.output_lengths(ids, model.config.pad_id), length_penalty)
         return ids[:, tf.newaxis], scores[:, tf.newaxis]
     plan = _common.plan_lengths(
         model.config, _common.as_source_ids(source_ids), max_decode_length, extra_decode_length, min_decode_length
     )
-    return _beam_search_loop(model, source_ids, beam_size, length_penalty, plan, n_best)
+    return _beam_search_loop(model, source_ids, beam_size, length_penalty, plan, n_best, jit_compile)
 
 
 def _check_beam_arguments(beam_size, length_penalty, n_best):
@@ -131,7 +140,7 @@ def _map_self_attention(function, cache):
     return function(cache)
 
 
-def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best):
+def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best, jit_compile=False):
     """The beam search proper, for any beam_size >= 1 (beam_search routes beam_size=1 to greedy)."""
     config = model.config
     vocab_size = config.output_vocab_size
@@ -144,7 +153,8 @@ def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best):
     memory, memory_mask = model.encode(source_ids, training=False)
     # Self-attention caches get a row per hypothesis; cross-attention keys stay one row per sentence, shared
     # by its beam_size hypotheses (consecutive rows), as the model's cross-attention allows.
-    cache = _map_self_attention(lambda t: _tile_beams(t, beam_size), _common.init_decoding_cache(model, memory, plan))
+    cache = _common.init_decoding_cache(model, memory, plan, jit_compile)
+    cache = _map_self_attention(lambda t: _tile_beams(t, beam_size), cache)
     constants = _common.decoding_constants(model)
     # Row offset of each sentence's beams in the flattened [batch * beam_size] cache.
     row_offsets = (tf.range(batch_size) * beam_size)[:, tf.newaxis]
@@ -166,7 +176,7 @@ def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best):
         # beam's 2 * beam_size best, and top_k over [batch * beam, vocab] rows is cheaper on CPU than over
         # [batch, beam * vocab] ones.
         beam_log_probs, beam_tokens = _common.best_allowed_tokens(
-            tf.cast(logits[:, -1], tf.float32), per_beam, config, step, row_caps, row_min_length
+            tf.cast(logits[:, -1], tf.float32), per_beam, config, step, row_caps, row_min_length, jit_compile
         )  # [batch * beam, per_beam]
         # -1 for the batch keeps its static size (a loop variable's shape may not change).
         beam_log_probs = tf.reshape(beam_log_probs, [-1, beam_size, per_beam])
@@ -228,8 +238,8 @@ def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best):
         tf.zeros([batch_size, beam_size], tf.bool),
         tf.zeros([batch_size], tf.bool),
     )
-    _, _, _, alive_ids, alive_log_probs, finished_ids, finished_scores, finished_flags, _ = tf.while_loop(
-        cond, body, initial, shape_invariants=_common.shape_invariants(initial)
+    _, _, _, alive_ids, alive_log_probs, finished_ids, finished_scores, finished_flags, _ = _common.while_loop(
+        cond, body, initial, jit_compile
     )
 
     # A sentence that finished nothing returns its alive hypotheses, scored at the length they reached.

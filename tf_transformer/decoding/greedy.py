@@ -5,13 +5,16 @@ from __future__ import annotations
 from tf_transformer.decoding import _common
 
 
-def greedy_decode(model, source_ids, max_decode_length=None, extra_decode_length=50, min_decode_length=0):
+def greedy_decode(
+    model, source_ids, max_decode_length=None, extra_decode_length=50, min_decode_length=0, jit_compile=False
+):
     """Greedy decoding of a batch of sources with the incremental (cached) decoder.
 
     The encoder runs once; each step feeds only the previous token and reads earlier positions from the
     cache, and the loop stops as soon as every sentence has emitted EOS. Pure TensorFlow: works eagerly,
-    in `tf.function` (also with `input_signature=[tf.TensorSpec([None, None], tf.int32)]`), under
-    `jit_compile=True` and in a SavedModel. Wrap it in a `tf.function` for speed.
+    in `tf.function` (also with `input_signature=[tf.TensorSpec([None, None], tf.int32)]`), under XLA
+    (`tf.function(jit_compile=True)`, passing `jit_compile=True` here too) and in a SavedModel. Wrap it in a
+    `tf.function` for speed.
 
     Args:
         model: a `Transformer` (anything with `encode`, `init_cache`, `decode` and `config`).
@@ -22,6 +25,10 @@ def greedy_decode(model, source_ids, max_decode_length=None, extra_decode_length
         extra_decode_length: see `max_decode_length` (the paper: input length + 50).
         min_decode_length: the fewest output tokens (EOS included) per sentence: EOS is not allowed
             earlier (as in OpenNMT and CTranslate2); never more than a sentence's maximum. 0: no minimum.
+        jit_compile: True when the caller compiles this decoder with XLA (`tf.function(jit_compile=True)`):
+            the self-attention caches are then fixed buffers, which XLA needs, instead of growing ones, which
+            are faster elsewhere. TensorFlow cannot tell a trace that XLA will compile, so say it here;
+            True also works outside XLA (the same outputs up to float rounding), only slower.
 
     Returns:
         `(ids, scores)`: ids int32 `[batch, T]` without BOS, ending with EOS, 0 after it; scores float32
@@ -46,6 +53,7 @@ def greedy_decode(model, source_ids, max_decode_length=None, extra_decode_length
     Reference: Vaswani et al., "Attention Is All You Need", 2017, https://arxiv.org/abs/1706.03762
     """
     _common.check_length_arguments(max_decode_length, extra_decode_length, min_decode_length)
+    _common.check_jit_compile(jit_compile)
     return _common.decode_one_hypothesis(
-        model, source_ids, None, max_decode_length, extra_decode_length, min_decode_length
+        model, source_ids, None, max_decode_length, extra_decode_length, min_decode_length, jit_compile
     )

@@ -22,6 +22,7 @@ def sample_decode(
     max_decode_length=None,
     extra_decode_length=50,
     min_decode_length=0,
+    jit_compile=False,
 ):
     """Samples one output per sentence, token by token, from the cached decoder.
 
@@ -32,8 +33,8 @@ def sample_decode(
     eagerly and in `tf.function`; under XLA the outputs are reproducible as well, but XLA's Philox stream
     differs, so they are other samples. `temperature=0` or `top_k=1` is greedy search; a tiny `top_p`
     keeps only the most probable token and is greedy as well. Stops early when every sentence has emitted
-    EOS. Works eagerly, in `tf.function` (also with an unknown batch and source length) and under
-    `jit_compile=True`.
+    EOS. Works eagerly, in `tf.function` (also with an unknown batch and source length) and under XLA
+    (`tf.function(jit_compile=True)`, passing `jit_compile=True` here too).
 
     Args:
         model: a `Transformer` (anything with `encode`, `init_cache`, `decode` and `config`).
@@ -48,6 +49,10 @@ def sample_decode(
         extra_decode_length: see `max_decode_length`.
         min_decode_length: the fewest output tokens (EOS included) per sentence: EOS is not allowed
             earlier (as in OpenNMT and CTranslate2); never more than a sentence's maximum. 0: no minimum.
+        jit_compile: True when the caller compiles this decoder with XLA (`tf.function(jit_compile=True)`):
+            the self-attention caches are then fixed buffers, which XLA needs, instead of growing ones, which
+            are faster elsewhere. TensorFlow cannot tell a trace that XLA will compile, so say it here;
+            True also works outside XLA (the same outputs up to float rounding), only slower.
 
     Returns:
         `(ids, scores)`: ids int32 `[batch, T]` without BOS, ending with EOS, 0 after it (T as in
@@ -56,7 +61,7 @@ def sample_decode(
         A sentence that reaches its cap gets EOS as its last token; padding is never emitted.
 
     Raises:
-        ValueError: temperature < 0, top_k < 0 or top_p outside (0, 1].
+        ValueError: temperature < 0, top_k < 0, top_p outside (0, 1], or jit_compile not a bool.
 
     Example:
 
@@ -77,6 +82,7 @@ def sample_decode(
     """
     _check_sampling_arguments(temperature, top_k, top_p)
     _common.check_length_arguments(max_decode_length, extra_decode_length, min_decode_length)
+    _common.check_jit_compile(jit_compile)
     temperature, top_k, top_p = float(temperature), int(top_k), float(top_p)
     if temperature == 0 or top_k == 1:
         select = _argmax
@@ -103,7 +109,7 @@ def sample_decode(
             return tf.argmax(logits - tf.math.log(-tf.math.log(uniform)), axis=-1, output_type=tf.int32)
 
     return _common.decode_one_hypothesis(
-        model, source_ids, select, max_decode_length, extra_decode_length, min_decode_length
+        model, source_ids, select, max_decode_length, extra_decode_length, min_decode_length, jit_compile
     )
 
 

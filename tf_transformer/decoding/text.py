@@ -13,8 +13,8 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tf_transformer.decoding import METHODS, translate
 from tf_transformer.decoding._common import is_int
+from tf_transformer.decoding.translation import METHODS, translate
 
 logger = logging.getLogger("tf_transformer")
 

@@ -161,7 +161,7 @@ def warmup_sentences(model_dir: PathLike, count: int = 3) -> List[str]:
     """The first `count` sentences of the model directory's validation source when it is a local file (the
     "files" dataset, or Multi30k with --data_dir), else `FALLBACK_WARMUP_SENTENCES`. Never downloads."""
     from tf_transformer.data import DataConfig, DataError
-    from tf_transformer.data.corpus import open_corpus
+    from tf_transformer.data.sources import open_corpus
     from tf_transformer.training.trainer import DATA_CONFIG_FILE
 
     path = pathlib.Path(model_dir) / DATA_CONFIG_FILE

@@ -5,7 +5,6 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 from keras import ops
-from keras.src.losses.loss import scale_loss_for_distribution
 
 _REDUCTIONS = ("mean_with_sample_weight", "sum", "none", None)
 
@@ -114,7 +113,7 @@ class MaskedCrossEntropy(keras.losses.Loss):
             # sum / (global weight / R), times Keras' 1 / R scaling, is sum / global weight: summed over
             # the replicas (as their gradients are) it is exactly the global batch's weighted mean.
             mean = ops.divide_no_nan(ops.sum(weighted), _weight_per_replica(ops.sum(weights)))
-            return scale_loss_for_distribution(mean)
+            return _scale_for_replicas(mean)
 
     @staticmethod
     def _ids(y_true, y_pred):
@@ -139,6 +138,18 @@ def _broadcast_weights(sample_weight, weights):
     while len(sample_weight.shape) < len(weights.shape):
         sample_weight = ops.expand_dims(sample_weight, -1)  # [batch] -> [batch, 1]: one weight per sequence
     return ops.broadcast_to(sample_weight, ops.shape(weights))
+
+
+def _scale_for_replicas(value):
+    """`value / num_replicas_in_sync` under a `tf.distribute` strategy with several replicas, else `value`.
+
+    What every Keras loss does to its result (Keras' `scale_loss_for_distribution`, which is not public API),
+    written the same way (a multiply by the reciprocal, not a divide) so that the value is Keras' bit for bit.
+    """
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    if replicas > 1:
+        value = ops.multiply(value, ops.cast(1.0 / replicas, value.dtype))
+    return value
 
 
 def _weight_per_replica(local_weight):
