@@ -9,7 +9,12 @@ import pytest
 import tensorflow as tf
 
 import tf_transformer as tft
-from tf_transformer.checkpoints import average_checkpoints, load_translation_model
+from tf_transformer.checkpoints import (
+    CheckpointError,
+    average_checkpoints,
+    load_translation_model,
+    restore_newest_readable,
+)
 from tf_transformer.data import train_sentencepiece
 from tf_transformer.training.optimizer import make_optimizer
 
@@ -154,3 +159,125 @@ def test_a_checkpoint_of_the_model_alone_loads_every_weight(model_dir, tmp_path)
     assert len(loaded.weights) == len(model.weights)
     for original, restored in zip(model.weights, loaded.weights, strict=True):
         np.testing.assert_array_equal(restored.numpy(), original.numpy())
+
+
+# ------------------------------------------------------------------ damaged checkpoints (truncated, deleted)
+
+
+def damage(checkpoint_prefix, how):
+    """Damages a checkpoint as a full disk, a partial copy or a storage error would."""
+    data = checkpoint_prefix.parent / (checkpoint_prefix.name + ".data-00000-of-00001")
+    if how == "truncated":
+        with open(data, "r+b") as handle:
+            handle.truncate(data.stat().st_size // 2)
+    elif how == "deleted":
+        data.unlink()
+    elif how == "corrupted index":
+        index = checkpoint_prefix.parent / (checkpoint_prefix.name + ".index")
+        index.write_bytes(index.read_bytes()[:40])
+    else:
+        raise ValueError(how)
+
+
+def trainer_checkpoint(config):
+    """A fresh model and optimizer in the trainer's checkpoint layout."""
+    model = tft.Transformer(config)
+    model.build()
+    optimizer = make_optimizer(config)
+    optimizer.build(model.trainable_variables)
+    return model, optimizer, tf.train.Checkpoint(model=model, optimizer=optimizer)
+
+
+@pytest.mark.parametrize("how", ["truncated", "deleted", "corrupted index"])
+def test_a_damaged_latest_checkpoint_is_named_with_an_older_one_to_load(model_dir, tmp_path, how):
+    path, _ = model_dir
+    damaged = tmp_path / "damaged"
+    shutil.copytree(path, damaged)
+    damage(damaged / "checkpoints" / "ckpt-30", how)
+    older = damaged / "checkpoints" / "ckpt-20"
+    with pytest.raises(CheckpointError) as raised:
+        load_translation_model(damaged)
+    message = str(raised.value)
+    assert message.startswith(f"checkpoint {damaged / 'checkpoints' / 'ckpt-30'} cannot be read: "), message
+    assert {"truncated": "truncated", "deleted": "is missing", "corrupted index": "corrupted"}[how] in message
+    assert message.endswith(f"Fix: pass an older checkpoint (--checkpoint={older})."), message
+    assert "\n" not in message
+    with pytest.raises(CheckpointError, match="(?s)ckpt-30 cannot be read.*Fix: restore its files.*training command"):
+        average_checkpoints(damaged, num_checkpoints=2)
+    model, _, _ = load_translation_model(damaged, checkpoint=older)  # the fix works
+    assert model.built
+
+
+def test_resuming_skips_a_damaged_latest_checkpoint_and_sets_its_files_aside(model_dir, tmp_path, caplog):
+    path, weights = model_dir
+    damaged = tmp_path / "damaged"
+    shutil.copytree(path, damaged)
+    folder = damaged / "checkpoints"
+    damage(folder / "ckpt-30", "truncated")
+    config = tft.TransformerConfig.from_json(damaged / "config.json")
+    model, optimizer, checkpoint = trainer_checkpoint(config)
+
+    with caplog.at_level("WARNING", logger="tf_transformer"):
+        restored = restore_newest_readable(checkpoint, folder, set_aside=True)
+    assert restored == str(folder / "ckpt-20")
+    assert int(optimizer.iterations.numpy()) == 20
+    for actual, expected in zip(trainable(model), weights[20], strict=True):
+        np.testing.assert_array_equal(actual, expected)
+    warning = " ".join(record.getMessage() for record in caplog.records)
+    assert f"checkpoint {folder / 'ckpt-30'} cannot be read: a data file is shorter" in warning
+    assert "unreadable" in warning
+    # Kept, not deleted; the index no longer lists it, so a new save and the tools see good checkpoints only.
+    assert sorted(p.name for p in (folder / "unreadable").iterdir()) == [
+        "ckpt-30.data-00000-of-00001", "ckpt-30.index"
+    ]  # fmt: skip
+    manager = tf.train.CheckpointManager(checkpoint, str(folder), max_to_keep=5)
+    assert manager.latest_checkpoint == str(folder / "ckpt-20")
+    assert manager.checkpoints == [str(folder / "ckpt-10"), str(folder / "ckpt-20")]
+    optimizer.iterations.assign(30)
+    manager.save(checkpoint_number=30)
+    loaded, _, _ = load_translation_model(damaged)
+    assert len(loaded.weights) == len(model.weights)
+    assert (folder / "unreadable" / "ckpt-30.index").is_file()
+
+
+def test_resuming_without_set_aside_changes_no_file(model_dir, tmp_path):
+    path, _ = model_dir
+    damaged = tmp_path / "damaged"
+    shutil.copytree(path, damaged)
+    folder = damaged / "checkpoints"
+    damage(folder / "ckpt-30", "deleted")
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    _, optimizer, checkpoint = trainer_checkpoint(tft.TransformerConfig.from_json(damaged / "config.json"))
+    assert restore_newest_readable(checkpoint, folder, set_aside=False) == str(folder / "ckpt-20")
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert int(optimizer.iterations.numpy()) == 20
+
+
+def test_resuming_with_an_unreadable_index_uses_the_checkpoint_files(model_dir, tmp_path):
+    path, weights = model_dir
+    damaged = tmp_path / "damaged"
+    shutil.copytree(path, damaged)
+    folder = damaged / "checkpoints"
+    (folder / "checkpoint").write_text("garbage\n")
+    model, optimizer, checkpoint = trainer_checkpoint(tft.TransformerConfig.from_json(damaged / "config.json"))
+    assert restore_newest_readable(checkpoint, folder, set_aside=True) == str(folder / "ckpt-30")
+    assert int(optimizer.iterations.numpy()) == 30
+    np.testing.assert_array_equal(trainable(model)[0], weights[30][0])
+    assert tf.train.CheckpointManager(checkpoint, str(folder), max_to_keep=5).checkpoints == [
+        str(folder / f"ckpt-{step}") for step in (10, 20, 30)
+    ]
+
+
+def test_resuming_when_no_checkpoint_can_be_read_is_a_clear_error(model_dir, tmp_path):
+    path, _ = model_dir
+    damaged = tmp_path / "damaged"
+    shutil.copytree(path, damaged)
+    folder = damaged / "checkpoints"
+    for step, how in ((10, "deleted"), (20, "truncated"), (30, "corrupted index")):
+        damage(folder / f"ckpt-{step}", how)
+    _, _, checkpoint = trainer_checkpoint(tft.TransformerConfig.from_json(damaged / "config.json"))
+    with pytest.raises(CheckpointError, match=r"none of the 3 checkpoints in .* can be read .*Fix: restore"):
+        restore_newest_readable(checkpoint, folder, set_aside=True)
+    assert not (folder / "unreadable").exists(), "nothing is moved when there is nothing to resume from"
+    empty = tmp_path / "fresh"
+    assert restore_newest_readable(checkpoint, empty, set_aside=True) is None

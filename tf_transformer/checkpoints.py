@@ -10,15 +10,22 @@ Reading uses `tf.train.Checkpoint(model=model)`: it matches the `model` part of 
 (whose optimizer part is ignored) and of averaged ones, and `assert_existing_objects_matched()` confirms
 that every weight got a value. An averaged checkpoint has the trainer's `model` layout, so the trainer can
 also restore it (with fresh Adam moments) to fine-tune from it.
+
+A checkpoint that cannot be read (a missing or truncated data file, a corrupted index: a full disk, a partial
+copy, a storage error) raises `CheckpointError`, whose message names the checkpoint, what is wrong and the fix.
+The trainer resumes from the newest readable checkpoint instead (`restore_newest_readable`).
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import logging
 import os
 import pathlib
 import re
+import shutil
+import time
 from typing import List, Optional, Tuple, Union
 
 import numpy as np
@@ -43,7 +50,29 @@ BEST_JSON = "best.json"
 # The `checkpoint=` name of the best checkpoint by validation BLEU (model_dir/best, its latest checkpoint).
 BEST_CHECKPOINT = "best"
 
+# Where the trainer sets aside the files of checkpoints it could not read (never deleted), in CHECKPOINT_DIR.
+UNREADABLE_DIR = "unreadable"
+
 PathLike = Union[str, os.PathLike]
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read (missing, truncated or corrupted files) or that holds other weights.
+
+    A `ValueError`, as bad input is elsewhere in the package. `path` is the checkpoint's path prefix and
+    `unreadable` tells a damaged checkpoint (True) from one of another model (False).
+    """
+
+    def __init__(self, message: str, path: str = "", unreadable: bool = True):
+        super().__init__(message)
+        self.path = path
+        self.unreadable = unreadable
+
+
+# What TensorFlow's checkpoint reader raises for damaged files: OpError kinds from the C++ reader (a missing
+# data file, "not an sstable" for a corrupted index) and IndexError ("Read less bytes than requested") from
+# its Python wrapper for a truncated data file.
+_DAMAGED_FILE_ERRORS = (tf.errors.OpError, IndexError, OSError)
 
 
 def weights_checkpoint(model) -> tf.train.Checkpoint:
@@ -193,7 +222,191 @@ def resolve_checkpoint(checkpoint: PathLike, model_dir: Optional[PathLike] = Non
     return text
 
 
+def checkpoint_files_problem(path: str) -> Optional[str]:
+    """What is wrong with the files of checkpoint `path` (a prefix), seen without reading them; None if nothing.
+
+    Catches a missing or empty index and missing data shards; a truncated or corrupted file only shows when
+    read (`read_checkpoint`).
+    """
+    index = path + ".index"
+    if not os.path.isfile(index):
+        return f"its index file {index} is missing"
+    if os.path.getsize(index) == 0:
+        return f"its index file {index} is empty"
+    shards = glob.glob(glob.escape(path) + ".data-*-of-*")
+    match = re.search(r"\.data-\d+-of-(\d+)$", shards[0]) if shards else None
+    expected = int(match.group(1)) if match else 1
+    missing = [
+        f"{path}.data-{shard:05d}-of-{expected:05d}"
+        for shard in range(expected)
+        if not os.path.isfile(f"{path}.data-{shard:05d}-of-{expected:05d}")
+    ]
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        return f"its data file {missing[0]} is missing{more}"
+    return None
+
+
+def read_checkpoint(checkpoint: tf.train.Checkpoint, path: str, *, partial: bool = False) -> None:
+    """Restores `checkpoint` from the checkpoint `path` and checks that every object of it got a value.
+
+    Args:
+        checkpoint: a `tf.train.Checkpoint` whose objects are built (their variables exist).
+        path: a checkpoint path prefix (`.../ckpt-60`).
+        partial: the file may hold more than `checkpoint` (a trainer checkpoint's optimizer, read for the
+            model only).
+
+    Raises:
+        CheckpointError: the files are missing, truncated or corrupted (`unreadable` True), or they hold other
+            weights (False). The message names the checkpoint and what is wrong; callers add the fix.
+    """
+    problem = checkpoint_files_problem(path)
+    if problem is None:
+        try:
+            status = checkpoint.read(path).expect_partial() if partial else checkpoint.restore(path)
+            status.assert_existing_objects_matched()
+            return
+        except _DAMAGED_FILE_ERRORS as error:
+            problem = _describe_read_error(error)
+        except (AssertionError, ValueError) as error:
+            raise CheckpointError(
+                f"checkpoint {path} does not hold the weights of the model in config.json ({_first_line(error)}).",
+                path,
+                unreadable=False,
+            ) from None
+    raise CheckpointError(f"checkpoint {path} cannot be read: {problem}.", path)
+
+
+def restore_newest_readable(checkpoint: tf.train.Checkpoint, folder: PathLike, *, set_aside: bool) -> Optional[str]:
+    """Restores `checkpoint` from the newest checkpoint in `folder` that can be read, as training resumes.
+
+    The candidates are those the folder's `checkpoint` index lists, newest first; if the index itself cannot
+    be read, the `ckpt-<step>` files found in the folder. Each one that cannot be read is logged as a warning
+    naming its files and what is wrong, and the next older one is tried. With `set_aside` (the one process
+    that writes the folder), the files of the unreadable ones are moved into `folder/unreadable/` (never
+    deleted: a later save at the same step must not overwrite them) and the index is rewritten without them,
+    so that the next save and the tools see only good checkpoints.
+
+    Returns:
+        The restored checkpoint's path, or None when the folder holds no checkpoint (a fresh run).
+
+    Raises:
+        CheckpointError: checkpoints exist but none can be read.
+    """
+    folder = os.fspath(folder)
+    candidates, timestamps, index_readable = _resume_candidates(folder)
+    unreadable = []
+    restored = None
+    for path in reversed(candidates):
+        try:
+            # Every tensor is read once before the restore, so that a damaged file never leaves the variables
+            # half-assigned (or a deferred restoration queued) for the older checkpoint to miss.
+            _read_every_tensor(path)
+            read_checkpoint(checkpoint, path)
+        except CheckpointError as error:
+            logger.warning("%s Trying the next older checkpoint.", error)
+            unreadable.append((path, str(error)))
+            continue
+        restored = path
+        break
+    if unreadable and restored is None:
+        details = "; ".join(message for _, message in unreadable)
+        raise CheckpointError(
+            f"none of the {len(unreadable)} checkpoints in {folder} can be read ({details}). Fix: restore the files "
+            "from a copy, or start afresh with a new --model_dir.",
+            unreadable[0][0],
+        )
+    if set_aside and (unreadable or not index_readable):
+        _set_aside(folder, [path for path, _ in unreadable], candidates, timestamps)
+    if restored is not None:
+        logger.info("Resumed from %s", restored)
+    return restored
+
+
 # ------------------------------------------------------------------------------------------------- helpers
+
+
+def _resume_candidates(folder: str) -> Tuple[List[str], dict, bool]:
+    """The checkpoints of a trainer's folder, oldest first, their timestamps, and whether its index was usable."""
+    if not os.path.isdir(folder):
+        return [], {}, True
+    state = tf.train.get_checkpoint_state(folder)  # None, with a logged warning, if the index is unreadable
+    if state is not None and state.model_checkpoint_path:
+        paths = [_absolute(path, folder) for path in state.all_model_checkpoint_paths]
+        latest = _absolute(state.model_checkpoint_path, folder)
+        if latest not in paths:
+            paths.append(latest)
+        timestamps = dict(zip(paths, state.all_model_checkpoint_timestamps, strict=False))
+        return paths, timestamps, True
+    found = sorted(
+        (int(match.group(1)), os.path.join(folder, name[: -len(".index")]))
+        for name in os.listdir(folder)
+        if (match := re.fullmatch(r"ckpt-(\d+)\.index", name))
+    )
+    if found:
+        logger.warning(
+            "The checkpoint index %s is missing or unreadable; resuming from the newest of the %d checkpoint files "
+            "found beside it.",
+            os.path.join(folder, "checkpoint"),
+            len(found),
+        )
+    paths = [path for _, path in found]
+    return paths, {path: os.path.getmtime(path + ".index") for path in paths}, not found
+
+
+def _set_aside(folder: str, unreadable: List[str], candidates: List[str], timestamps: dict) -> None:
+    """Moves the files of unreadable checkpoints into folder/unreadable and rewrites the index without them."""
+    target = os.path.join(folder, UNREADABLE_DIR)
+    os.makedirs(target, exist_ok=True)
+    for path in unreadable:
+        for name in glob.glob(glob.escape(path) + ".*"):
+            shutil.move(name, os.path.join(target, os.path.basename(name)))
+        logger.warning("Moved the files of the unreadable checkpoint %s into %s (kept, not deleted).", path, target)
+    kept = [path for path in candidates if path not in unreadable]
+    if kept:
+        _write_index(folder, kept, timestamps)
+
+
+def _write_index(folder: str, paths: List[str], timestamps: dict) -> None:
+    """Writes the folder's `checkpoint` index (a text CheckpointState, as CheckpointManager reads it), atomically.
+
+    TensorFlow's own writer for it is deprecated; the format is the text proto that `get_checkpoint_state`
+    parses (a test reads it back through a CheckpointManager).
+    """
+    lines = [f"model_checkpoint_path: {json.dumps(os.path.basename(paths[-1]))}"]
+    lines += [f"all_model_checkpoint_paths: {json.dumps(os.path.basename(path))}" for path in paths]
+    # The manager rotates (keep_checkpoints) only checkpoints newer than last_preserved_timestamp.
+    stamps = [timestamps.get(path, time.time()) for path in paths]
+    lines += [f"all_model_checkpoint_timestamps: {stamp!r}" for stamp in stamps]
+    lines.append(f"last_preserved_timestamp: {min(stamps) - 1.0!r}")
+    write_atomically(os.path.join(folder, "checkpoint"), "\n".join(lines) + "\n")
+
+
+def _read_every_tensor(path: str) -> None:
+    problem = checkpoint_files_problem(path)
+    if problem is None:
+        try:
+            reader = tf.train.load_checkpoint(path)
+            for name in reader.get_variable_to_shape_map():
+                reader.get_tensor(name)
+            return
+        except _DAMAGED_FILE_ERRORS as error:
+            problem = _describe_read_error(error)
+    raise CheckpointError(f"checkpoint {path} cannot be read: {problem}.", path)
+
+
+def _describe_read_error(error: Exception) -> str:
+    if isinstance(error, IndexError):
+        return "a data file is shorter than its index says (truncated: an interrupted write or copy, or a full disk)"
+    text = _first_line(error)
+    if "sstable" in text:
+        return f"its index file is corrupted ({text})"
+    return text
+
+
+def _first_line(error: Exception) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0][:300] if lines else type(error).__name__
 
 
 def _read_model_dir(model_dir: pathlib.Path) -> Tuple[TransformerConfig, Tokenizer]:
@@ -267,15 +480,20 @@ def _last_checkpoints(model_dir: pathlib.Path, num_checkpoints: int) -> List[str
 
 
 def _read_weights(model: Transformer, path: str) -> None:
-    """Reads every trainable weight of `model` from the checkpoint `path`, or raises a ValueError."""
+    """Reads every trainable weight of `model` from the checkpoint `path`, or raises a CheckpointError."""
     try:
-        status = weights_checkpoint(model).read(path).expect_partial()
-        status.assert_existing_objects_matched()
-    except (AssertionError, ValueError, tf.errors.OpError) as error:
-        raise ValueError(
-            f"checkpoint {path} does not hold the weights of the model in config.json ({str(error)[:500]}). "
-            "Fix: pass a checkpoint of this model directory (written by tools/train.py or average_checkpoints)."
-        ) from None
+        read_checkpoint(weights_checkpoint(model), path, partial=True)
+    except CheckpointError as error:
+        if not error.unreadable:
+            fix = "pass a checkpoint of this model directory (written by tools/train.py or average_checkpoints)"
+        else:
+            older = _older_checkpoint(path)
+            fix = (
+                f"pass an older checkpoint (--checkpoint={older})"
+                if older
+                else "restore its files from a copy, or train again with the same command"
+            )
+        raise CheckpointError(f"{error} Fix: {fix}.", error.path, error.unreadable) from None
 
 
 def _load_average(model: Transformer, paths: List[str]) -> None:
@@ -284,13 +502,39 @@ def _load_average(model: Transformer, paths: List[str]) -> None:
     dtypes = [tf.as_dtype(variable.dtype) for variable in variables]  # Keras variables name their dtype
     sums = {i: np.zeros(variable.shape, np.float64) for i, variable in enumerate(variables) if dtypes[i].is_floating}
     for path in paths:
-        _read_weights(model, path)
+        try:
+            read_checkpoint(weights_checkpoint(model), path, partial=True)
+        except CheckpointError as error:
+            if not error.unreadable:
+                raise CheckpointError(
+                    f"{error} Fix: average checkpoints of one training run.", path, unreadable=False
+                ) from None
+            raise CheckpointError(
+                f"{error} Fix: restore its files from a copy, or run the training command again: it resumes from "
+                "the newest readable checkpoint, sets the unreadable one aside and writes new ones.",
+                path,
+            ) from None
         for i, total in sums.items():
             total += variables[i].numpy().astype(np.float64)
     # After the loop every variable holds the last checkpoint's value: the non-float ones keep it.
     for i, total in sums.items():
         variables[i].assign((total / len(paths)).astype(dtypes[i].as_numpy_dtype))
     logger.info("Averaged the weights of %d checkpoints: %s", len(paths), ", ".join(paths))
+
+
+def _older_checkpoint(path: str) -> Optional[str]:
+    """The checkpoint listed just before `path` in its folder's index whose files are all there, or None."""
+    folder = os.path.dirname(path)
+    state = tf.train.get_checkpoint_state(folder) if os.path.isdir(folder) else None
+    paths = [_absolute(p, folder) for p in state.all_model_checkpoint_paths] if state is not None else []
+    if _absolute(path, folder) not in paths:
+        return None
+    older = paths[: paths.index(_absolute(path, folder))]
+    return next((p for p in reversed(older) if checkpoint_files_problem(p) is None), None)
+
+
+def _absolute(path: str, folder: str) -> str:
+    return os.path.normpath(os.path.join(folder, path))
 
 
 def _step_of(path: str) -> Optional[int]:

@@ -134,3 +134,83 @@ def test_the_readmes_training_command_trains_the_multi30k_config(tmp_path, multi
     shapes = reader.get_variable_to_shape_map()
     embedding = [shape for name, shape in shapes.items() if "embedding" in name and "OPTIMIZER" not in name]
     assert [expected["vocab_size"], expected["d_model"]] in embedding
+
+
+def wait_for_text(path, text, process, seconds=240):
+    deadline = time.time() + seconds
+    while text not in (path.read_text(errors="replace") if path.exists() else ""):
+        assert process.poll() is None, path.read_text(errors="replace")[-3000:]
+        assert time.time() < deadline, f"{text!r} not in {path} within {seconds} s"
+        time.sleep(0.2)
+
+
+def test_sigterm_saves_at_the_step_reached_and_a_rerun_resumes_there(tmp_path, small_corpus):
+    model_dir = tmp_path / "run"
+    # The checkpoint period is far away: only the signal's save can leave a checkpoint.
+    command = train_command(model_dir, small_corpus, "--train_steps=100000", "--checkpoint_every=100000")
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as stderr:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=ENV)
+        wait_for_text(log, "Training from step 0", process)
+        time.sleep(2)
+        process.send_signal(signal.SIGTERM)
+        stdout, _ = process.communicate(timeout=120)
+    output = log.read_text()
+    assert process.returncode == 128 + signal.SIGTERM, output[-3000:]
+    saved = latest_step(model_dir)
+    assert 1 <= saved < 100000
+    assert "SIGTERM received: saving a checkpoint after the step in progress" in output
+    assert f"interrupted: SIGTERM received: training stopped at step {saved} and saved " in output
+    assert f"ckpt-{saved}" in output and "Run the same command again to resume" in output
+    assert "Traceback" not in output and "Trained steps" not in stdout
+
+    resumed = run(train_command(model_dir, small_corpus, f"--train_steps={saved + 3}", "--checkpoint_every=100000"))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"Trained steps {saved} -> {saved + 3}" in resumed.stdout
+    assert f"Resumed from {model_dir / 'checkpoints' / f'ckpt-{saved}'}" in resumed.stderr
+
+    # A truncated latest checkpoint (a full disk, a partial copy): the rerun resumes from the one before.
+    latest = model_dir / "checkpoints" / f"ckpt-{saved + 3}"
+    data = pathlib.Path(f"{latest}.data-00000-of-00001")
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    again = run(train_command(model_dir, small_corpus, f"--train_steps={saved + 5}", "--checkpoint_every=100000"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"checkpoint {latest} cannot be read: a data file is shorter than its index says" in again.stderr
+    assert f"Trained steps {saved} -> {saved + 5}" in again.stdout
+    assert (model_dir / "checkpoints" / "unreadable" / data.name).stat().st_size > 0
+    assert latest_step(model_dir) == saved + 5
+
+
+def test_every_tool_names_a_damaged_checkpoint_in_one_line(tmp_path, small_corpus):
+    model_dir = tmp_path / "run"
+    trained = run(train_command(model_dir, small_corpus, "--train_steps=4", "--checkpoint_every=2"))
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    latest, older = model_dir / "checkpoints" / "ckpt-4", model_dir / "checkpoints" / "ckpt-2"
+    pathlib.Path(f"{latest}.data-00000-of-00001").unlink()
+    source = write_lines(tmp_path / "source.en", ["A dog runs in the snow."])
+    reference = write_lines(tmp_path / "reference.de", ["Ein Hund rennt im Schnee."])
+    tool = lambda name, *flags: [sys.executable, str(ROOT / "tools" / f"{name}.py"), *flags]  # noqa: E731
+    commands = {
+        "translate": tool("translate", f"--model_dir={model_dir}", f"--input={source}"),
+        "evaluate": tool("evaluate", f"--model_dir={model_dir}", f"--sources={source}", f"--references={reference}"),
+        "export": tool("export", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'export'}"),
+        "plot_attention": tool(
+            "plot_attention", f"--model_dir={model_dir}", "--sentence=A dog.", f"--output_dir={tmp_path / 'plots'}"
+        ),
+        "average_checkpoints": tool("average_checkpoints", f"--model_dir={model_dir}", "--num_checkpoints=2"),
+    }
+    processes = {
+        name: subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+        for name, command in commands.items()
+    }
+    for name, process in processes.items():
+        _, stderr = process.communicate(timeout=300)
+        assert process.returncode == 1, (name, stderr[-3000:])
+        errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "Traceback" not in stderr, (name, stderr[-3000:])
+        assert f"error: checkpoint {latest} cannot be read: its data file" in errors[0], (name, errors[0])
+        if name == "average_checkpoints":
+            assert "run the training command again" in errors[0], errors[0]
+        else:
+            assert errors[0].endswith(f"Fix: pass an older checkpoint (--checkpoint={older})."), (name, errors[0])
+    assert not (tmp_path / "export").exists() or not any((tmp_path / "export").iterdir())

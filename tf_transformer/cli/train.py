@@ -12,10 +12,11 @@ import sys
 
 from absl import app, flags
 
+from tf_transformer.checkpoints import CheckpointError
 from tf_transformer.cli import adopt_help
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.data import DataConfig, DataError
-from tf_transformer.training import TrainConfig, TrainingDiverged, train
+from tf_transformer.training import PeerWorkerLost, TrainConfig, TrainingDiverged, TrainingInterrupted, train
 
 # Model.
 _CONFIG = flags.DEFINE_string("config", "base", "A preset name (tiny, base, big, ...) or a JSON config file.")
@@ -95,7 +96,10 @@ def main(argv):
             seed=_SEED.value, deterministic=_DETERMINISTIC.value,
         )  # fmt: skip
         result = train(model_config, data_config, train_config)
-    except (ConfigError, DataError, TrainingDiverged) as error:
+    except TrainingInterrupted as stop:
+        print(f"interrupted: {stop}", file=sys.stderr)
+        sys.exit(128 + stop.signal_number)  # the shell's convention for "ended by signal N"
+    except (ConfigError, DataError, CheckpointError, TrainingDiverged, PeerWorkerLost) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
     if result.status == "already_complete":

@@ -1,15 +1,81 @@
-"""Keras callbacks of the training loop: step-exact checkpoints, stopping at a step, per-step logs."""
+"""Keras callbacks of the training loop: step-exact checkpoints, stopping at a step or on a signal, per-step logs."""
 
 from __future__ import annotations
 
+import logging
+import signal
+import threading
 import time
+from typing import Optional
 
 import keras
 import tensorflow as tf
 
+logger = logging.getLogger("tf_transformer")
+
 
 class TrainingDiverged(RuntimeError):
     """The loss or the weights became NaN or infinite; the last good checkpoint is kept."""
+
+
+class TrainingInterrupted(Exception):
+    """SIGTERM or SIGINT stopped training after the step in progress, and a checkpoint was saved at that step.
+
+    `signal_number` is the signal (a worker stopped by a peer's signal reports SIGTERM), `step` the saved
+    step and `checkpoint` the checkpoint's path (None on a worker that does not write the model directory).
+    The convention for the process's exit status is `128 + signal_number`.
+    """
+
+    def __init__(self, signal_number: int, step: int, checkpoint: Optional[str]):
+        self.signal_number = signal_number
+        self.step = step
+        self.checkpoint = checkpoint
+        name = signal.Signals(signal_number).name
+        where = f"saved {checkpoint}" if checkpoint else "the chief saved a checkpoint"
+        super().__init__(
+            f"{name} received: training stopped at step {step} and {where}. Run the same command again to resume."
+        )
+
+
+class StopSignals:
+    """Turns SIGTERM and SIGINT into a request to stop that the training loop honours between steps.
+
+    A context manager. Inside it, the first SIGTERM (what a preempted VM, an evicted pod or `kill` sends) or
+    SIGINT (Ctrl-C) is recorded in `received` and logged instead of ending the process, so the loop can
+    finish its step and save a checkpoint; the previous handlers come back at once, so a second signal acts
+    as it would have (stops at once). Python installs signal handlers only in the main thread: elsewhere
+    this records nothing and signals act as usual.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self):
+        self.received: Optional[int] = None
+        self._previous = {}
+
+    def __enter__(self) -> "StopSignals":
+        if threading.current_thread() is threading.main_thread():
+            for number in self.SIGNALS:
+                self._previous[number] = signal.signal(number, self._handle)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._restore()
+
+    def _handle(self, signal_number, frame) -> None:
+        del frame
+        self.received = signal_number
+        self._restore()
+        logger.warning(
+            "%s received: saving a checkpoint after the step in progress, then stopping (send it again to stop at "
+            "once, without saving).",
+            signal.Signals(signal_number).name,
+        )
+
+    def _restore(self) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
+        self._previous = {}
 
 
 def weights_are_finite(model: keras.Model) -> bool:
@@ -18,7 +84,7 @@ def weights_are_finite(model: keras.Model) -> bool:
 
 
 class CheckpointEveryEpoch(keras.callbacks.Callback):
-    """Saves a `tf.train.CheckpointManager` checkpoint at each epoch end and when training ends.
+    """Saves a `tf.train.CheckpointManager` checkpoint at each epoch end, when training ends, and on a signal.
 
     An "epoch" of the training loop is `checkpoint_every` steps. The checkpoint number is the optimizer
     step, so a restart restores the weights, the optimizer moments and the step counter together.
@@ -26,19 +92,41 @@ class CheckpointEveryEpoch(keras.callbacks.Callback):
     a crash during a save leaves the previous checkpoint as the latest one. Weights are checked before
     each save: a finite loss can still be followed by an update that makes them NaN, and such weights
     must never become the latest checkpoint (`TrainingDiverged` is raised instead).
+
+    With `stop_signals`, a SIGTERM or SIGINT it recorded makes the callback save at the end of the step in
+    progress (or of the epoch, when it came during validation) and raise `TrainingInterrupted`.
     """
 
-    def __init__(self, manager: tf.train.CheckpointManager, step: tf.Variable):
+    def __init__(
+        self, manager: tf.train.CheckpointManager, step: tf.Variable, stop_signals: Optional[StopSignals] = None
+    ):
         super().__init__()
         self.manager = manager
         self.step = step
+        self.stop_signals = stop_signals
         self.last_saved = None
+
+    def on_train_begin(self, logs=None):
+        if self.manager.latest_checkpoint:  # restored from it: saving the same step again would add nothing
+            self.last_saved = int(self.step.numpy())
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._stop_if_signalled()
 
     def on_epoch_end(self, epoch, logs=None):
         self._save()
+        self._stop_if_signalled()
 
     def on_train_end(self, logs=None):
         self._save()
+
+    def _stop_if_signalled(self):
+        if self.stop_signals is None or self.stop_signals.received is None:
+            return
+        self._save()
+        step = int(self.step.numpy())
+        logger.warning("Saved %s at step %d before stopping.", self.manager.latest_checkpoint, step)
+        raise TrainingInterrupted(self.stop_signals.received, step, self.manager.latest_checkpoint)
 
     def _save(self):
         step = int(self.step.numpy())

@@ -5,6 +5,13 @@ keras-team/keras issue 20585: `fit` under MultiWorkerMirroredStrategy raises "At
 Keras optimizer live in the strategy scope, each worker reads its own shard of the batches, one
 `tf.function` step runs `strategy.run` with a `GradientTape`, and every worker saves checkpoints (the
 chief into the model directory, the others into a temporary directory they delete).
+
+A SIGTERM or SIGINT on any worker goes through TensorFlow's `PreemptionCheckpointHandler`: the workers
+agree on the step after the one in progress, all save there (a collective operation) and stop with
+`TrainingInterrupted`. When a worker dies without warning (SIGKILL, a lost machine), TensorFlow's
+coordination service notices its missing heartbeats and the survivors' collectives fail; they stop with
+`PeerWorkerLost` instead of waiting forever. Restarting every worker with the same command resumes from the
+last checkpoint.
 """
 
 from __future__ import annotations
@@ -12,11 +19,13 @@ from __future__ import annotations
 import logging
 import pathlib
 import shutil
+import signal
+import tempfile
 import time
 
 import tensorflow as tf
 
-from tf_transformer.training.callbacks import TrainingDiverged, weights_are_finite
+from tf_transformer.training.callbacks import TrainingDiverged, TrainingInterrupted, weights_are_finite
 
 logger = logging.getLogger("tf_transformer")
 
@@ -42,7 +51,13 @@ def wait_for_file(path: pathlib.Path, timeout_seconds: float = 600.0) -> None:
         time.sleep(0.5)
 
 
-def fit_multi_worker(model, optimizer, loss, strategy, dataset_fn, checkpoint, manager, train_config, log_dir):
+class PeerWorkerLost(RuntimeError):
+    """Another worker of a multi-worker run stopped without warning; this one stopped rather than wait for it."""
+
+
+def fit_multi_worker(
+    model, optimizer, loss, strategy, dataset_fn, checkpoint, manager, train_config, log_dir, stop_signals=None
+):
     """Trains from the optimizer's current step to `train_config.train_steps`; returns the loss history.
 
     Args:
@@ -54,6 +69,12 @@ def fit_multi_worker(model, optimizer, loss, strategy, dataset_fn, checkpoint, m
         checkpoint, manager: the chief's checkpoint and manager (in the model directory).
         train_config: steps, checkpoint period, logging period.
         log_dir: TensorBoard directory (written by the chief only).
+        stop_signals: a `StopSignals` (entered) whose SIGTERM / SIGINT stops all workers after a common
+            step, each saving a checkpoint there; None for no signal handling.
+
+    Raises:
+        TrainingInterrupted: a worker received SIGTERM or SIGINT; the checkpoint was saved.
+        PeerWorkerLost: a peer died; the last checkpoint is kept.
     """
     _, task_id, is_chief = cluster_role(strategy)
     if is_chief:
@@ -78,28 +99,67 @@ def fit_multi_worker(model, optimizer, loss, strategy, dataset_fn, checkpoint, m
         per_replica = strategy.run(step_fn, args=(next(iterator),))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
+    def save():
+        if not weights_are_finite(model):
+            raise TrainingDiverged(f"the weights became NaN or infinite by step {int(optimizer.iterations.numpy())}")
+        worker_manager.save(checkpoint_number=int(optimizer.iterations.numpy()))
+
+    def remove_worker_copy():
+        if not is_chief:
+            shutil.rmtree(worker_manager.directory, ignore_errors=True)
+
+    preemption = _preemption_handler(strategy, save, remove_worker_copy, stop_signals, optimizer, manager)
     writer = tf.summary.create_file_writer(log_dir) if is_chief else tf.summary.create_noop_writer()
-    history, window, last_saved = [], [], None
+    history, window = [], []
     step = int(optimizer.iterations.numpy())
-    while step < train_config.train_steps:
-        value = float(train_step(iterator))
-        step = int(optimizer.iterations.numpy())
-        if not tf.math.is_finite(value):
-            raise TrainingDiverged(f"the training loss became {value} at step {step}")
-        window.append(value)
-        if step % train_config.log_every == 0:
-            with writer.as_default(step=step):
-                tf.summary.scalar("loss", sum(window) / len(window))
-                tf.summary.scalar("learning_rate", float(optimizer.learning_rate))
-            logger.info("step %d: loss %.4f", step, sum(window) / len(window))
-        if step % train_config.checkpoint_every == 0 or step >= train_config.train_steps:
-            if not weights_are_finite(model):
-                raise TrainingDiverged(f"the weights became NaN or infinite by step {step}")
-            worker_manager.save(checkpoint_number=step)
-            last_saved = step
-            history.append(sum(window) / len(window))
-            window = []
-    if not is_chief and last_saved is not None:
-        shutil.rmtree(worker_manager.directory, ignore_errors=True)
-    writer.flush()
+    try:
+        while step < train_config.train_steps:
+            value = float(preemption.run(train_step, iterator) if preemption else train_step(iterator))
+            step = int(optimizer.iterations.numpy())
+            if not tf.math.is_finite(value):
+                raise TrainingDiverged(f"the training loss became {value} at step {step}")
+            window.append(value)
+            if step % train_config.log_every == 0:
+                with writer.as_default(step=step):
+                    tf.summary.scalar("loss", sum(window) / len(window))
+                    tf.summary.scalar("learning_rate", float(optimizer.learning_rate))
+                logger.info("step %d: loss %.4f", step, sum(window) / len(window))
+            if step % train_config.checkpoint_every == 0 or step >= train_config.train_steps:
+                save()
+                history.append(sum(window) / len(window))
+                window = []
+    except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError) as error:
+        raise PeerWorkerLost(
+            f"a peer worker stopped responding near step {step} ({str(error).strip().splitlines()[0][:300]}); the "
+            f"last checkpoint is {manager.latest_checkpoint or 'none yet'}. Fix: restart every worker with the same "
+            "command (and TF_CONFIG): training resumes from the last checkpoint."
+        ) from None
+    finally:
+        writer.flush()
+    remove_worker_copy()
     return {"loss": history}
+
+
+def _preemption_handler(strategy, save, remove_worker_copy, stop_signals, optimizer, manager):
+    """TensorFlow's PreemptionCheckpointHandler, fed by `stop_signals` and saving through `save`.
+
+    The handler agrees on a step across the workers and calls `save` on each there. Its own checkpoint (of
+    its run counter) goes into a private temporary folder that is never written: `save_fn` replaces its
+    save, so every worker starts each process at count 0, as the handler's step agreement requires.
+    """
+    if stop_signals is None:
+        return None
+
+    def stop():
+        remove_worker_copy()
+        received = stop_signals.received or signal.SIGTERM  # a peer's signal: the cluster is being stopped
+        raise TrainingInterrupted(received, int(optimizer.iterations.numpy()), manager.latest_checkpoint)
+
+    counter_manager = tf.train.CheckpointManager(tf.train.Checkpoint(), tempfile.mkdtemp(), max_to_keep=1)
+    config = tf.distribute.experimental.TerminationConfig(
+        termination_watcher_fn=lambda: stop_signals.received is not None, exit_fn=stop, grace_period=0,
+        save_fn=save,
+    )  # fmt: skip
+    return tf.distribute.experimental.PreemptionCheckpointHandler(
+        strategy.cluster_resolver, counter_manager, termination_config=config
+    )

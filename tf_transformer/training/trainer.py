@@ -17,12 +17,19 @@ import keras
 import tensorflow as tf
 
 from tf_transformer import data as data_lib
-from tf_transformer.checkpoints import BEST_DIR, CHECKPOINT_DIR, CONFIG_FILE, VOCAB_DIR
+from tf_transformer.checkpoints import BEST_DIR, CHECKPOINT_DIR, CONFIG_FILE, VOCAB_DIR, restore_newest_readable
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.data.vocab import TOKENIZER_JSON
 from tf_transformer.decoding.text import TextTranslator
 from tf_transformer.models import Transformer
-from tf_transformer.training.callbacks import CheckpointEveryEpoch, StopAtStep, TrainingDiverged, TrainingMonitor
+from tf_transformer.training.callbacks import (
+    CheckpointEveryEpoch,
+    StopAtStep,
+    StopSignals,
+    TrainingDiverged,
+    TrainingInterrupted,
+    TrainingMonitor,
+)
 from tf_transformer.training.losses import MaskedCrossEntropy
 from tf_transformer.training.metrics import MaskedAccuracy, TokenCount
 from tf_transformer.training.multi_worker import cluster_role, fit_multi_worker, wait_for_file
@@ -137,13 +144,6 @@ def _open_optional(data_config, split: str):
     return data_lib.open_corpus(data_config, split)
 
 
-def _restore(checkpoint: tf.train.Checkpoint, manager: tf.train.CheckpointManager) -> int:
-    if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        logger.info("Resumed from %s", manager.latest_checkpoint)
-    return int(checkpoint.optimizer.iterations.numpy())
-
-
 def train(model_config: TransformerConfig, data_config, train_config: TrainConfig) -> TrainResult:
     """Trains (or resumes training) a `Transformer` as `train_config` says; the one entry of `tools/train.py`.
 
@@ -162,6 +162,8 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
 
     Raises:
         ConfigError: bad or inconsistent settings (e.g. a model_dir started with other settings).
+        CheckpointError: checkpoints exist in model_dir but none can be read (a damaged latest one alone is
+            set aside with a warning, and training resumes from the newest readable one).
         tf_transformer.data.DataError: missing, empty, undecodable or misaligned data.
         TrainingDiverged: the loss or the weights became NaN; the last good checkpoint is kept.
     """
@@ -196,10 +198,13 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
         model.build()
         optimizer.build(model.trainable_variables)  # so a restore finds the moments to fill
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    # Before the manager reads the folder's index: a damaged latest checkpoint is set aside (by the chief) and
+    # the index rewritten without it, so training resumes from the newest readable one.
+    restore_newest_readable(checkpoint, model_dir / CHECKPOINT_DIR, set_aside=is_chief)
     manager = tf.train.CheckpointManager(
         checkpoint, str(model_dir / CHECKPOINT_DIR), max_to_keep=train_config.keep_checkpoints
     )
-    start_step = _restore(checkpoint, manager)
+    start_step = int(optimizer.iterations.numpy())
 
     if is_chief:
         resolved.to_json(model_dir / CONFIG_FILE)
@@ -213,30 +218,43 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
         return TrainResult(
             "already_complete", start_step, start_step, manager.latest_checkpoint, {}, replicas, weights_digest(model)
         )
-    logger.info("Training from step %d to %d on %d replica(s).", start_step, train_config.train_steps, replicas)
     batch_multiple = math.lcm(data_config.batch_multiple, replicas)
     # None when off; multi-worker runs with bleu_every were refused by _check_settings.
     bleu = (
         _validation_bleu(model, tokenizer, valid_corpus, train_config, model_dir) if train_config.bleu_every else None
     )
     try:
-        if multi_worker:
+        with StopSignals() as stop_signals:
+            # SIGTERM / SIGINT from here on: finish the step, save a checkpoint there, raise TrainingInterrupted.
+            logger.info("Training from step %d to %d on %d replica(s).", start_step, train_config.train_steps, replicas)
+            if multi_worker:
 
-            def dataset_fn(input_context):
-                # Every worker builds the same seeded order and keeps its own share of the batches.
-                dataset = data_lib.make_dataset(data_config, tokenizer, "train", training=True, corpus=train_corpus)
-                return dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+                def dataset_fn(input_context):
+                    # Every worker builds the same seeded order and keeps its own share of the batches.
+                    dataset = data_lib.make_dataset(data_config, tokenizer, "train", training=True, corpus=train_corpus)
+                    return dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
 
-            log_dir = str(model_dir / "logs" / "train")
-            history = fit_multi_worker(
-                model, optimizer, loss, strategy, dataset_fn, checkpoint, manager, train_config, log_dir
-            )
-        else:
-            train_dataset = data_lib.make_dataset(
-                data_config, tokenizer, "train", training=True, corpus=train_corpus, batch_multiple=batch_multiple
-            )
-            valid_dataset = _validation_dataset(data_config, tokenizer, valid_corpus, train_config, batch_multiple)
-            history = _fit(model, train_dataset, valid_dataset, manager, train_config, model_dir, bleu)
+                log_dir = str(model_dir / "logs" / "train")
+                history = fit_multi_worker(
+                    model,
+                    optimizer,
+                    loss,
+                    strategy,
+                    dataset_fn,
+                    checkpoint,
+                    manager,
+                    train_config,
+                    log_dir,
+                    stop_signals,
+                )
+            else:
+                train_dataset = data_lib.make_dataset(
+                    data_config, tokenizer, "train", training=True, corpus=train_corpus, batch_multiple=batch_multiple
+                )
+                valid_dataset = _validation_dataset(data_config, tokenizer, valid_corpus, train_config, batch_multiple)
+                history = _fit(
+                    model, train_dataset, valid_dataset, manager, train_config, model_dir, bleu, stop_signals
+                )
     except RuntimeError as error:  # TerminateOnNaN's, or TrainingDiverged from a checkpoint check
         if "NaN" not in str(error) and "Inf" not in str(error) and not isinstance(error, TrainingDiverged):
             raise
@@ -341,23 +359,39 @@ def _validation_bleu(model, tokenizer, valid_corpus, train_config, model_dir) ->
     )
 
 
-def _fit(model, train_dataset, valid_dataset, manager, train_config, model_dir, bleu=None) -> dict:
+def _fit(model, train_dataset, valid_dataset, manager, train_config, model_dir, bleu=None, stop_signals=None) -> dict:
     """`model.fit` in epochs of `checkpoint_every` steps, from the restored step to `train_steps`.
 
     `bleu`, a `ValidationBleu` callback or None, runs after the checkpoint of each epoch is saved.
+    `stop_signals`, a `StopSignals` or None: on a signal it recorded, the checkpoint callback saves after the
+    step in progress and raises `TrainingInterrupted`, after which the TensorBoard writers are closed.
     """
     step = model.optimizer.iterations
-    every = train_config.checkpoint_every
-    callbacks = [
-        keras.callbacks.TerminateOnNaN(raise_error=True),  # first: nothing else runs after a NaN batch
-        StopAtStep(train_config.train_steps, step),
-        CheckpointEveryEpoch(manager, step),
+    writers = [
         keras.callbacks.TensorBoard(str(model_dir / "logs"), update_freq=train_config.log_every),
         TrainingMonitor(str(model_dir / "logs" / "train"), train_config.log_every, step),
     ]
+    callbacks = [
+        keras.callbacks.TerminateOnNaN(raise_error=True),  # first: nothing else runs after a NaN batch
+        StopAtStep(train_config.train_steps, step),
+        CheckpointEveryEpoch(manager, step, stop_signals),
+        *writers,
+    ]
     if bleu is not None:
         callbacks.append(bleu)
-    history = model.fit(
+    try:
+        history = _run_fit(model, train_dataset, valid_dataset, train_config, callbacks)
+    except TrainingInterrupted:
+        for callback in writers:  # fit ends without on_train_end: flush and close the TensorBoard files
+            callback.on_train_end()
+        raise
+    return history.history
+
+
+def _run_fit(model, train_dataset, valid_dataset, train_config, callbacks):
+    step = model.optimizer.iterations
+    every = train_config.checkpoint_every
+    return model.fit(
         train_dataset,
         epochs=math.ceil(train_config.train_steps / every),
         initial_epoch=int(step.numpy()) // every,
@@ -367,4 +401,3 @@ def _fit(model, train_dataset, valid_dataset, manager, train_config, model_dir, 
         shuffle=False,  # the pipeline shuffles
         verbose=1 if sys.stdout.isatty() else 2,
     )
-    return history.history
