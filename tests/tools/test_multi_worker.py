@@ -1,11 +1,15 @@
-"""Two tools/train.py workers on loopback under MultiWorkerMirroredStrategy stay in lockstep."""
+"""Two tools/train.py workers on loopback (MultiWorkerMirroredStrategy): lockstep, a lost worker, SIGTERM, resume."""
 
 import json
 import os
 import pathlib
+import signal
 import socket
 import subprocess
 import sys
+import time
+
+import tensorflow as tf
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -44,3 +48,87 @@ def test_two_workers_make_the_same_steps_and_end_with_identical_weights(tmp_path
     checkpoints = tmp_path / "run" / "checkpoints"
     assert (checkpoints / "ckpt-8.index").is_file()
     assert not list(checkpoints.glob(".worker-*")), "the non-chief worker removes its temporary checkpoints"
+
+
+def start_workers(command, tmp_path, tag):
+    """Two workers of one cluster on loopback, each writing its output to a file; returns (processes, logs)."""
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    processes, logs = [], []
+    for index in range(2):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        env = {**os.environ, "TF_CONFIG": json.dumps(tf_config), "TF_CPP_MIN_LOG_LEVEL": "3"}
+        log = tmp_path / f"{tag}-worker-{index}.txt"
+        with open(log, "w") as output:
+            processes.append(subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=env))
+        logs.append(log)
+    return processes, logs
+
+
+def wait_until(condition, processes, logs, seconds=300):
+    deadline = time.time() + seconds
+    while not condition():
+        for process, log in zip(processes, logs, strict=True):
+            assert process.poll() is None, log.read_text()[-3000:]
+        assert time.time() < deadline, logs[0].read_text()[-3000:]
+        time.sleep(0.2)
+
+
+def latest_step(model_dir):
+    return int(tf.train.latest_checkpoint(str(model_dir / "checkpoints")).rsplit("ckpt-", 1)[1])
+
+
+def test_a_lost_worker_stops_the_other_a_sigterm_stops_both_after_a_save_and_a_restart_resumes(tmp_path, small_corpus):
+    model_dir = tmp_path / "run"
+    command = [
+        sys.executable, str(ROOT / "tools" / "train.py"), "--config=tiny", "--override=d_model=32",
+        "--override=d_ff=64", "--dataset=files", f"--train_source={small_corpus['train_en']}",
+        f"--train_target={small_corpus['train_de']}", f"--model_dir={model_dir}", "--vocab_size=500",
+        "--batch_tokens=1024", "--max_length=48", "--seed=1", "--strategy=multi_worker_mirrored",
+        "--train_steps=100000", "--checkpoint_every=10", "--log_every=5",
+    ]  # fmt: skip
+
+    # A worker dies without warning (kill -9, a lost machine): the other stops with a clear error in bounded
+    # time (TensorFlow's coordination service misses its heartbeats), instead of waiting forever.
+    processes, logs = start_workers(command, tmp_path, "lost")
+    wait_until(lambda: (model_dir / "checkpoints" / "ckpt-10.index").exists(), processes, logs)
+    processes[1].kill()
+    processes[1].wait(timeout=30)
+    processes[0].wait(timeout=120)
+    survivor = logs[0].read_text()
+    assert processes[0].returncode == 1, survivor[-3000:]
+    assert "error: a peer worker stopped responding near step" in survivor, survivor[-3000:]
+    assert "Fix: restart every worker with the same command" in survivor
+    saved = latest_step(model_dir)
+    assert saved >= 10 and saved % 10 == 0
+
+    # Every worker restarted with the same command resumes there; a SIGTERM to one worker stops both at one
+    # agreed step, each saving (TensorFlow's PreemptionCheckpointHandler), with the interrupted exit status.
+    processes, logs = start_workers(command, tmp_path, "resumed")
+    wait_until(lambda: f"Training from step {saved} " in logs[0].read_text(), processes, logs)
+    time.sleep(2)
+    processes[1].send_signal(signal.SIGTERM)
+    for process in processes:
+        process.wait(timeout=180)
+    outputs = [log.read_text() for log in logs]
+    assert f"Resumed from {model_dir / 'checkpoints' / f'ckpt-{saved}'}" in outputs[0]
+    assert [process.returncode for process in processes] == [128 + signal.SIGTERM] * 2, outputs[0][-3000:]
+    stopped = latest_step(model_dir)
+    assert stopped > saved
+    for output in outputs:
+        assert f"interrupted: SIGTERM received: training stopped at step {stopped} and " in output, output[-3000:]
+        assert "Traceback" not in output
+
+    # And again, to the end: both resume from the signal's checkpoint and finish in lockstep.
+    processes, logs = start_workers(
+        [argument for argument in command if not argument.startswith("--train_steps")]
+        + [f"--train_steps={stopped + 4}"],
+        tmp_path,
+        "finished",
+    )
+    for process in processes:
+        process.wait(timeout=300)
+    outputs = [log.read_text().strip().splitlines() for log in logs]
+    assert [process.returncode for process in processes] == [0, 0], outputs[0][-20:]
+    assert all(f"Trained steps {stopped} -> {stopped + 4}" in lines[-2] for lines in outputs), outputs
+    assert outputs[0][-1] == outputs[1][-1] and "(2 replica(s))" in outputs[0][-1]
+    assert not list((model_dir / "checkpoints").glob(".worker-*"))

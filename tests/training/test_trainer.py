@@ -1,8 +1,11 @@
 """tf_transformer.training.train: mirrored equals one device, divergence stops cleanly, one run per directory."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -10,8 +13,17 @@ import tensorflow as tf
 
 import tf_transformer as tft
 from tf_transformer.config import ConfigError
-from tf_transformer.data import DataConfig
-from tf_transformer.training import TrainConfig, TrainingDiverged, train
+from tf_transformer.data import DataConfig, synthetic_translation_dataset
+from tf_transformer.training import (
+    StopSignals,
+    TrainConfig,
+    TrainingDiverged,
+    TrainingInterrupted,
+    make_optimizer,
+    synthetic_task_config,
+    train,
+)
+from tf_transformer.training.callbacks import CheckpointEveryEpoch
 
 MODEL = tft.TransformerConfig.from_preset("tiny").replace(d_model=32, d_ff=64, dropout=0.0)
 
@@ -138,3 +150,36 @@ def test_data_longer_than_the_model_allows_is_refused(tmp_path, small_corpus):
 def test_train_config_validation_names_the_field(changes, field):
     with pytest.raises(ConfigError, match=f"^{field}:.*Fix"):
         TrainConfig(**{"model_dir": "runs/x", **changes})
+
+
+def test_stop_signals_record_the_first_signal_then_give_the_handlers_back():
+    before = {number: signal.getsignal(number) for number in StopSignals.SIGNALS}
+    with StopSignals() as stop_signals:
+        assert stop_signals.received is None
+        os.kill(os.getpid(), signal.SIGTERM)  # would end the process without the context
+        for _ in range(100):
+            if stop_signals.received is not None:
+                break
+            time.sleep(0.01)
+        assert stop_signals.received == signal.SIGTERM
+        # A second signal acts as it did before (SIGINT: KeyboardInterrupt; SIGTERM: the process ends).
+        assert {number: signal.getsignal(number) for number in StopSignals.SIGNALS} == before
+    assert {number: signal.getsignal(number) for number in StopSignals.SIGNALS} == before
+
+
+def test_a_recorded_signal_saves_after_the_step_in_progress_and_raises(tmp_path):
+    config = synthetic_task_config(num_encoder_layers=1, num_decoder_layers=1)
+    model = tft.Transformer(config)
+    model.compile(optimizer=make_optimizer(config), loss=tft.MaskedCrossEntropy(0.0, config.pad_id))
+    manager = tf.train.CheckpointManager(
+        tf.train.Checkpoint(model=model, optimizer=model.optimizer), str(tmp_path / "checkpoints"), max_to_keep=2
+    )
+    stop_signals = StopSignals()
+    stop_signals.received = signal.SIGINT  # as if Ctrl-C came during the first step
+    callback = CheckpointEveryEpoch(manager, model.optimizer.iterations, stop_signals)
+    data = synthetic_translation_dataset("copy", 64, 16, seed=0)
+    with pytest.raises(TrainingInterrupted) as raised:
+        model.fit(data, epochs=1, steps_per_epoch=4, callbacks=[callback], verbose=0)
+    assert (raised.value.signal_number, raised.value.step) == (signal.SIGINT, 1)
+    assert raised.value.checkpoint == manager.latest_checkpoint == str(tmp_path / "checkpoints" / "ckpt-1")
+    assert "SIGINT received: training stopped at step 1 and saved" in str(raised.value)

@@ -2,6 +2,7 @@
 
 import collections
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from tf_transformer.checkpoints import load_translation_model, resolve_checkpoin
 from tf_transformer.config import ConfigError
 from tf_transformer.data import DataConfig
 from tf_transformer.decoding.text import TextTranslator
+from tf_transformer.export import export_saved_model
 from tf_transformer.training import TrainConfig, train
 from tf_transformer.training import trainer as trainer_lib
 from tf_transformer.training.validation_bleu import ValidationBleu, read_best_bleu
@@ -104,6 +106,14 @@ def test_checkpoint_best_loads_the_weights_of_the_best_step(trained):
         np.testing.assert_array_equal(a, b)
     assert any(not np.array_equal(a, b) for a, b in zip(trainable(best), trainable(other), strict=True))
     assert resolve_checkpoint("best", model_dir) == str(model_dir / "best" / f"ckpt-{step}")
+
+
+def test_export_of_the_best_checkpoint_records_it(trained, tmp_path):
+    model_dir, _ = trained
+    step = json.loads((model_dir / "best" / "best.json").read_text())["step"]
+    version = export_saved_model(model_dir, tmp_path / "export", checkpoint="best", beam_size=1)
+    recorded = json.loads((pathlib.Path(version) / "assets" / "export_config.json").read_text())
+    assert recorded["checkpoint"] == str(model_dir / "best" / f"ckpt-{step}")
 
 
 class StubTranslator:

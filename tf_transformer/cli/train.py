@@ -99,7 +99,8 @@ def main(argv):
     except TrainingInterrupted as stop:
         print(f"interrupted: {stop}", file=sys.stderr)
         sys.exit(128 + stop.signal_number)  # the shell's convention for "ended by signal N"
-    except (ConfigError, DataError, CheckpointError, TrainingDiverged, PeerWorkerLost) as error:
+    # TimeoutError: a non-chief worker waited in vain for the chief's vocabulary.
+    except (ConfigError, DataError, CheckpointError, TrainingDiverged, PeerWorkerLost, TimeoutError) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
     if result.status == "already_complete":

@@ -94,7 +94,7 @@ def export_saved_model(
     target = export_dir / str(version)
     _refuse_existing(target)
     model, tokenizer, config = load_translation_model(model_dir, checkpoint)
-    checkpoint_path = resolve_checkpoint(checkpoint) if checkpoint is not None else None
+    checkpoint_path = resolve_checkpoint(checkpoint, model_dir) if checkpoint is not None else None
     module = TranslationModule(
         model,
         tokenizer,

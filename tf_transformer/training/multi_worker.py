@@ -108,7 +108,8 @@ def fit_multi_worker(
         if not is_chief:
             shutil.rmtree(worker_manager.directory, ignore_errors=True)
 
-    preemption = _preemption_handler(strategy, save, remove_worker_copy, stop_signals, optimizer, manager)
+    counter_dir = tempfile.mkdtemp(prefix="tf_transformer_preemption_")
+    preemption = _preemption_handler(strategy, save, stop_signals, optimizer, manager, counter_dir)
     writer = tf.summary.create_file_writer(log_dir) if is_chief else tf.summary.create_noop_writer()
     history, window = [], []
     step = int(optimizer.iterations.numpy())
@@ -130,32 +131,33 @@ def fit_multi_worker(
                 window = []
     except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError) as error:
         raise PeerWorkerLost(
-            f"a peer worker stopped responding near step {step} ({str(error).strip().splitlines()[0][:300]}); the "
-            f"last checkpoint is {manager.latest_checkpoint or 'none yet'}. Fix: restart every worker with the same "
-            "command (and TF_CONFIG): training resumes from the last checkpoint."
+            f"a peer worker stopped responding near step {step} ({type(error).__name__}); the last checkpoint is "
+            f"{manager.latest_checkpoint or 'none yet'}. Fix: restart every worker with the same command (and "
+            "TF_CONFIG): training resumes from the last checkpoint."
         ) from None
     finally:
         writer.flush()
-    remove_worker_copy()
+        remove_worker_copy()
+        shutil.rmtree(counter_dir, ignore_errors=True)
     return {"loss": history}
 
 
-def _preemption_handler(strategy, save, remove_worker_copy, stop_signals, optimizer, manager):
+def _preemption_handler(strategy, save, stop_signals, optimizer, manager, counter_dir):
     """TensorFlow's PreemptionCheckpointHandler, fed by `stop_signals` and saving through `save`.
 
     The handler agrees on a step across the workers and calls `save` on each there. Its own checkpoint (of
-    its run counter) goes into a private temporary folder that is never written: `save_fn` replaces its
-    save, so every worker starts each process at count 0, as the handler's step agreement requires.
+    its run counter) would go into `counter_dir`, a private temporary folder, but is never written: `save_fn`
+    replaces its save, so every worker starts each process at count 0, as the handler's step agreement
+    requires.
     """
     if stop_signals is None:
         return None
 
     def stop():
-        remove_worker_copy()
         received = stop_signals.received or signal.SIGTERM  # a peer's signal: the cluster is being stopped
         raise TrainingInterrupted(received, int(optimizer.iterations.numpy()), manager.latest_checkpoint)
 
-    counter_manager = tf.train.CheckpointManager(tf.train.Checkpoint(), tempfile.mkdtemp(), max_to_keep=1)
+    counter_manager = tf.train.CheckpointManager(tf.train.Checkpoint(), counter_dir, max_to_keep=1)
     config = tf.distribute.experimental.TerminationConfig(
         termination_watcher_fn=lambda: stop_signals.received is not None, exit_fn=stop, grace_period=0,
         save_fn=save,

@@ -32,7 +32,7 @@ from tf_transformer.training.callbacks import (
 )
 from tf_transformer.training.losses import MaskedCrossEntropy
 from tf_transformer.training.metrics import MaskedAccuracy, TokenCount
-from tf_transformer.training.multi_worker import cluster_role, fit_multi_worker, wait_for_file
+from tf_transformer.training.multi_worker import PeerWorkerLost, cluster_role, fit_multi_worker, wait_for_file
 from tf_transformer.training.optimizer import make_optimizer
 from tf_transformer.training.train_config import TrainConfig
 from tf_transformer.training.validation_bleu import ValidationBleu
@@ -256,6 +256,8 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
                     model, train_dataset, valid_dataset, manager, train_config, model_dir, bleu, stop_signals
                 )
     except RuntimeError as error:  # TerminateOnNaN's, or TrainingDiverged from a checkpoint check
+        if isinstance(error, PeerWorkerLost):
+            raise
         if "NaN" not in str(error) and "Inf" not in str(error) and not isinstance(error, TrainingDiverged):
             raise
         raise TrainingDiverged(
