@@ -44,8 +44,10 @@ def test_greedy_and_beam_search_copy_held_out_sequences(copy_model, held_out, he
     sources, targets = held_out
     greedy_ids, greedy_scores = greedy_decode(copy_model, sources)
     beam_ids, beam_scores = beam_search(copy_model, sources, beam_size=4, n_best=2)
-    assert exact_copies(greedy_ids, targets, helpers) >= 0.95
-    assert exact_copies(beam_ids[:, 0], targets, helpers) >= 0.95
+    # Exact copies of the 50 held-out sequences, measured for training seeds 0, 1, 2: 0.98, 0.94, 1.0 with oneDNN
+    # (TF_ENABLE_ONEDNN_OPTS=1) and 1.0, 0.98, 0.94 without, greedy and beam alike: the bar sits below that spread.
+    assert exact_copies(greedy_ids, targets, helpers) >= 0.9
+    assert exact_copies(beam_ids[:, 0], targets, helpers) >= 0.9
     helpers.check_output_convention(beam_ids)
     # The copy is the best hypothesis, but not the only one: the second is a different, worse sequence.
     assert all(helpers.strip(a) != helpers.strip(b) for a, b in beam_ids.numpy())
