@@ -12,10 +12,18 @@ def dense(inputs, kernel, bias=None, transpose_kernel=False):
     several times slower than MatMul on the `[batch * length, d_in]` view (and so does its gradient); the
     reshapes are free. Static sizes are kept (XLA and the decoders' loop shapes need them).
     """
-    d_in, units = (kernel.shape[1], kernel.shape[0]) if transpose_kernel else (kernel.shape[0], kernel.shape[1])
+    d_in = kernel.shape[1] if transpose_kernel else kernel.shape[0]
     outputs = tf.matmul(tf.reshape(inputs, [-1, d_in]), kernel, transpose_b=transpose_kernel)
     if bias is not None:
         outputs = tf.nn.bias_add(outputs, bias)
+    return unflatten_rows(outputs, inputs)
+
+
+def unflatten_rows(outputs, inputs):
+    """`outputs [rows, units]` computed from `inputs [..., d_in]` viewed as rows, back to `[..., units]`.
+
+    Static sizes of `inputs` are kept (XLA and the decoders' loop shapes need them).
+    """
     dynamic = tf.shape(inputs)
     shape = [size if size is not None else dynamic[axis] for axis, size in enumerate(inputs.shape[:-1])]
-    return tf.reshape(outputs, shape + [units])
+    return tf.reshape(outputs, shape + [outputs.shape[-1]])

@@ -5,12 +5,12 @@ from __future__ import annotations
 import keras
 
 from tf_transformer.layers._building import build_sublayer
-from tf_transformer.layers.attention import MultiHeadAttention
-from tf_transformer.layers.feed_forward import FeedForward
+from tf_transformer.layers._options import with_sublayer_options
+from tf_transformer.layers._residual import ResidualBlock
 
 
 @keras.saving.register_keras_serializable(package="tf_transformer")
-class DecoderLayer(keras.layers.Layer):
+class DecoderLayer(ResidualBlock):
     """Decoder layer (Vaswani et al., 2017, section 3.1), with a key/value cache for decoding.
 
     Sublayers: masked self-attention, attention over the encoder output ("memory"), feed-forward; each
@@ -50,65 +50,16 @@ class DecoderLayer(keras.layers.Layer):
     Reference: Vaswani et al., 2017, https://arxiv.org/abs/1706.03762
     """
 
-    def __init__(
-        self,
-        d_model,
-        num_heads,
-        d_ff,
-        dropout=0.1,
-        attention_dropout=0.0,
-        d_k=None,
-        d_v=None,
-        norm_first=False,
-        attention_window=None,
-        layer_norm_epsilon=1e-6,
-        activation="relu",
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        self.d_model = d_model
-        self.num_heads = num_heads
-        self.d_ff = d_ff
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.d_k = d_k
-        self.d_v = d_v
-        self.norm_first = norm_first
-        self.attention_window = attention_window
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.activation = activation
-        self.self_attention = MultiHeadAttention(
-            num_heads,
-            d_model,
-            d_k=d_k,
-            d_v=d_v,
-            attention_dropout=attention_dropout,
-            attention_window=attention_window,
-            name="self_attention",
-            dtype=self.dtype_policy,
-        )
-        self.self_attention_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, name="self_attention_norm", dtype=self.dtype_policy
-        )
-        self.cross_attention = MultiHeadAttention(
-            num_heads,
-            d_model,
-            d_k=d_k,
-            d_v=d_v,
-            attention_dropout=attention_dropout,
-            name="cross_attention",
-            dtype=self.dtype_policy,
-        )
-        self.cross_attention_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, name="cross_attention_norm", dtype=self.dtype_policy
-        )
-        self.feed_forward = FeedForward(
-            d_model, d_ff, activation=activation, name="feed_forward", dtype=self.dtype_policy
-        )
-        self.feed_forward_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, name="feed_forward_norm", dtype=self.dtype_policy
-        )
-        self.dropout_layer = keras.layers.Dropout(dropout, name="dropout", dtype=self.dtype_policy)
+    @with_sublayer_options
+    def __init__(self, d_model, num_heads, d_ff, **kwargs):
+        super().__init__(d_model, num_heads, d_ff, **kwargs)
+        self.self_attention = self._attention("self_attention", attention_window=self.attention_window)
+        self.self_attention_norm = self._layer_norm("self_attention_norm")
+        self.cross_attention = self._attention("cross_attention")
+        self.cross_attention_norm = self._layer_norm("cross_attention_norm")
+        self.feed_forward = self._feed_forward()
+        self.feed_forward_norm = self._layer_norm("feed_forward_norm")
+        self.dropout_layer = keras.layers.Dropout(self.dropout, name="dropout", dtype=self.dtype_policy)
 
     def build(self, inputs_shape, memory_shape=None):
         memory_shape = inputs_shape if memory_shape is None else memory_shape
@@ -144,65 +95,35 @@ class DecoderLayer(keras.layers.Layer):
     ):
         incremental = cache is not None and decode_index is not None
 
-        x = self.self_attention_norm(inputs) if self.norm_first else inputs
-        if incremental:
-            attended, self_cache, self_scores = self.self_attention(
-                x,
+        x, *self_outputs = self._residual(  # self_outputs: [the updated cache (incremental),] the weights
+            inputs,
+            lambda y: self.self_attention(
+                y,
                 attention_mask=self_attention_mask,
-                cache=cache["self"],
-                decode_index=decode_index,
+                cache=cache["self"] if incremental else None,
+                decode_index=decode_index if incremental else None,
                 training=training,
                 return_attention_scores=True,
-            )
-        else:
-            attended, self_scores = self.self_attention(
-                x, attention_mask=self_attention_mask, training=training, return_attention_scores=True
-            )
-        x = inputs + self.dropout_layer(attended, training=training)
-        if not self.norm_first:
-            x = self.self_attention_norm(x)
+            ),
+            self.self_attention_norm,
+            training,
+        )
 
-        y = self.cross_attention_norm(x) if self.norm_first else x
-        if cache is not None:
-            attended, cross_scores = self.cross_attention(
-                y, attention_mask=memory_mask, cache=cache["cross"], training=training, return_attention_scores=True
-            )
-        else:
-            attended, cross_scores = self.cross_attention(
+        def cross_attention(y):
+            if cache is not None:  # the memory's keys and values, computed once by init_cache
+                return self.cross_attention(
+                    y, attention_mask=memory_mask, cache=cache["cross"], training=training, return_attention_scores=True
+                )
+            return self.cross_attention(
                 y, memory, attention_mask=memory_mask, training=training, return_attention_scores=True
             )
-        x = x + self.dropout_layer(attended, training=training)
-        if not self.norm_first:
-            x = self.cross_attention_norm(x)
 
-        y = self.feed_forward_norm(x) if self.norm_first else x
-        x = x + self.dropout_layer(self.feed_forward(y), training=training)
-        if not self.norm_first:
-            x = self.feed_forward_norm(x)
+        x, cross_scores = self._residual(x, cross_attention, self.cross_attention_norm, training)
+        x = self._residual(x, self.feed_forward, self.feed_forward_norm, training)
 
         results = [x]
         if incremental:
-            results.append({"self": self_cache, "cross": cache["cross"]})
+            results.append({"self": self_outputs[0], "cross": cache["cross"]})
         if return_attention_scores:
-            results.append((self_scores, cross_scores))
+            results.append((self_outputs[-1], cross_scores))
         return results[0] if len(results) == 1 else tuple(results)
-
-    def compute_output_shape(self, inputs_shape, memory_shape=None):
-        return inputs_shape
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            d_model=self.d_model,
-            num_heads=self.num_heads,
-            d_ff=self.d_ff,
-            dropout=self.dropout,
-            attention_dropout=self.attention_dropout,
-            d_k=self.d_k,
-            d_v=self.d_v,
-            norm_first=self.norm_first,
-            attention_window=self.attention_window,
-            layer_norm_epsilon=self.layer_norm_epsilon,
-            activation=self.activation,
-        )
-        return config

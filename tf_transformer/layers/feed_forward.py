@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import keras
+import tensorflow as tf
 
 from tf_transformer.layers._building import build_sublayer
-from tf_transformer.layers._ops import dense
+from tf_transformer.layers._ops import unflatten_rows
 
 
 @keras.saving.register_keras_serializable(package="tf_transformer")
@@ -45,10 +46,12 @@ class FeedForward(keras.layers.Layer):
         build_sublayer(self.outer, tuple(inputs_shape[:-1]) + (self.d_ff,))
 
     def call(self, inputs):
-        # The sublayers' weights through 2-D MatMuls: TensorFlow fuses each MatMul with its bias (and ReLU)
-        # into one kernel, where Dense's tensordot on a rank-3 input leaves them as separate passes.
-        hidden = self.inner.activation(dense(inputs, self.inner.kernel, self.inner.bias))
-        return dense(hidden, self.outer.kernel, self.outer.bias)
+        # The sublayers are called (not their kernels read), so what Keras adds to a Dense (LoRA,
+        # quantization) applies. They get the `[batch * length, d_model]` view: Dense on a 2-D input is one
+        # MatMul that TensorFlow fuses with its BiasAdd (and ReLU), where Dense's tensordot on a rank-3 input
+        # leaves them as separate passes; the reshapes are free.
+        rows = tf.reshape(inputs, [-1, inputs.shape[-1]])
+        return unflatten_rows(self.outer(self.inner(rows)), inputs)
 
     def compute_output_shape(self, inputs_shape):
         return tuple(inputs_shape[:-1]) + (self.d_model,)

@@ -8,6 +8,7 @@ import tensorflow as tf
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.layers import Encoder, TokenEmbedding, masking
 from tf_transformer.layers._building import build_sublayer
+from tf_transformer.layers._options import SublayerOptions
 from tf_transformer.models.embedder import embed, make_position_layer
 
 POOLINGS = ("mean", "first")
@@ -69,16 +70,9 @@ class SequenceClassifier(keras.Model):
             config.d_model,
             config.num_heads,
             config.d_ff,
-            dropout=config.dropout,
-            attention_dropout=config.attention_dropout,
-            d_k=config.d_k,
-            d_v=config.d_v,
-            norm_first=config.norm_first,
-            attention_window=config.attention_window,
-            layer_norm_epsilon=config.layer_norm_epsilon,
-            activation=config.activation,
             name="encoder",
             dtype=self.dtype_policy,
+            **SublayerOptions.of(config).as_kwargs(),
         )
         self.pooled_dropout = keras.layers.Dropout(config.dropout, name="pooled_dropout", dtype=self.dtype_policy)
         self.classifier = keras.layers.Dense(num_classes, name="classifier", dtype=self.dtype_policy)

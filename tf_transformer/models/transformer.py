@@ -9,6 +9,7 @@ from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.layers import Decoder, Encoder, TokenEmbedding, masking
 from tf_transformer.layers._building import build_sublayer
 from tf_transformer.layers._ops import dense
+from tf_transformer.layers._options import SublayerOptions
 from tf_transformer.models.embedder import embed, make_position_layer
 
 
@@ -82,21 +83,10 @@ class Transformer(keras.Model):
         self.source_position = make_position_layer(config, "source_position", self.dtype_policy)
         self.target_position = make_position_layer(config, "target_position", self.dtype_policy)
         self.embedding_dropout = keras.layers.Dropout(config.dropout, name="embedding_dropout", dtype=self.dtype_policy)
-        stack_args = dict(
-            d_model=config.d_model,
-            num_heads=config.num_heads,
-            d_ff=config.d_ff,
-            dropout=config.dropout,
-            attention_dropout=config.attention_dropout,
-            d_k=config.d_k,
-            d_v=config.d_v,
-            norm_first=config.norm_first,
-            attention_window=config.attention_window,
-            layer_norm_epsilon=config.layer_norm_epsilon,
-            activation=config.activation,
-        )
-        self.encoder = Encoder(config.num_encoder_layers, name="encoder", dtype=self.dtype_policy, **stack_args)
-        self.decoder = Decoder(config.num_decoder_layers, name="decoder", dtype=self.dtype_policy, **stack_args)
+        sizes = (config.d_model, config.num_heads, config.d_ff)
+        options = SublayerOptions.of(config).as_kwargs()
+        self.encoder = Encoder(config.num_encoder_layers, *sizes, name="encoder", dtype=self.dtype_policy, **options)
+        self.decoder = Decoder(config.num_decoder_layers, *sizes, name="decoder", dtype=self.dtype_policy, **options)
         self.output_projection = (
             None
             if config.tie_output_projection
