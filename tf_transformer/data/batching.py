@@ -4,7 +4,7 @@ A pair's length is max(len(source_ids), len(target_input_ids)), EOS / BOS includ
 buckets [b[i-1], b[i]); a bucket whose longest pair has length L = b[i] - 1 gets batches of
 batch_tokens // (2 * L) pairs, so a padded batch (source and target both at most L long) never has more than
 batch_tokens positions. Narrow buckets keep padding low: width 1 up to `exact_up_to`, then growing by
-`growth` (about 7% padding on Multi30k en-de with 8000 SentencePiece tokens and batch_tokens 4096).
+`growth` (benchmarks/NOTES.md, "Figures moved out of docstrings", has the padding on Multi30k).
 """
 
 from __future__ import annotations

@@ -52,7 +52,8 @@ class TextFileInfo:
 def inspect_text_file(path: PathLike, flag: Optional[str] = None) -> TextFileInfo:
     """Checks that `path` is a non-empty, readable, UTF-8 text file (plain or gzip) and counts its lines.
 
-    One streaming pass in large chunks, so it is cheap next to training (about a second per few hundred MB).
+    One streaming pass in large chunks, so it is cheap next to training (benchmarks/NOTES.md, "Figures moved
+    out of docstrings").
 
     Args:
         path: the file.

@@ -24,6 +24,7 @@ from tf_transformer.data.corpus import ParallelCorpus, both_non_empty, clean_bat
 from tf_transformer.data.sources import open_corpus
 from tf_transformer.data.vocab import BOS_ID, EOS_ID, Tokenizer
 from tf_transformer.files import write_atomically
+from tf_transformer.rules import end_with_eos, source_token_limit
 
 # Strings tokenized per op call: tf-text ops cost per call, so batches amortise that.
 _TOKENIZE_BATCH = 256
@@ -33,9 +34,11 @@ def encode_batch(tokenizer: Tokenizer, max_length: int, long_pairs: str = "drop"
     """A tf.data map function: a batch of (source, target) strings -> ragged (source, target_in, target_out).
 
     Pairs with a side longer than `max_length` (EOS / BOS included) are removed ("drop") or cut to fit
-    ("truncate": the first max_length - 1 tokens, then EOS).
+    ("truncate": the first max_length - 1 tokens, then EOS: `tf_transformer.rules.truncate_source_ragged`).
+
+    The EOS and BOS are the tokenizer's fixed ids (`vocab.EOS_ID`, `vocab.BOS_ID`), not a model config's.
     """
-    limit = max_length - 1  # room for the EOS (source, target_out) or BOS (target_in)
+    limit = source_token_limit(max_length)  # room for the EOS (source, target_out) or BOS (target_in)
 
     def encode(source: tf.Tensor, target: tf.Tensor):
         source_tokens, target_tokens = tokenizer.tokenize(source), tokenizer.tokenize(target)
@@ -45,13 +48,13 @@ def encode_batch(tokenizer: Tokenizer, max_length: int, long_pairs: str = "drop"
             target_tokens = tf.ragged.boolean_mask(target_tokens, fits)
         else:
             source_tokens, target_tokens = source_tokens[:, :limit], target_tokens[:, :limit]
-        rows = source_tokens.nrows()
-        eos = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], tf.constant(EOS_ID, tf.int32)))
-        bos = tf.RaggedTensor.from_tensor(tf.fill([rows, 1], tf.constant(BOS_ID, tf.int32)))
+        bos = tf.RaggedTensor.from_tensor(tf.fill([source_tokens.nrows(), 1], tf.constant(BOS_ID, tf.int32)))
+        # Rows fit now (dropped or cut above), so this is the source rule `truncate_source_ragged` (and the
+        # same rule for target_out).
         return (
-            tf.concat([source_tokens, eos], axis=1),
+            end_with_eos(source_tokens, EOS_ID),
             tf.concat([bos, target_tokens], axis=1),
-            tf.concat([target_tokens, eos], axis=1),
+            end_with_eos(target_tokens, EOS_ID),
         )
 
     return encode
@@ -196,7 +199,7 @@ def scan_lengths(
 
     Counts empty, kept, dropped and truncated pairs, and replays the token batching on the lengths (in
     corpus order, exactly what `make_dataset(..., training=False)` batches) for the padding fraction. Costs
-    one tokenization pass (about a second for Multi30k's 29,000 pairs on 2 cores).
+    one tokenization pass (benchmarks/NOTES.md, "Figures moved out of docstrings").
     """
     config = data_config
     corpus = corpus or open_corpus(config, split)

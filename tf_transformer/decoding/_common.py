@@ -8,7 +8,6 @@ same code runs eagerly, in a `tf.function` (also with an unknown batch and sourc
 
 from __future__ import annotations
 
-import numbers
 from typing import NamedTuple
 
 import tensorflow as tf
@@ -35,32 +34,6 @@ class LengthPlan(NamedTuple):
     caps: tf.Tensor
     num_steps: tf.Tensor
     min_length: tf.Tensor
-
-
-def is_int(value) -> bool:
-    """A Python or NumPy integer, not a bool."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def check_length_arguments(max_decode_length, extra_decode_length, min_decode_length=0):
-    """ValueErrors that name the argument and the fix, raised before anything is traced."""
-    if not is_int(min_decode_length) or min_decode_length < 0:
-        raise ValueError(
-            f"min_decode_length: must be an int >= 0, got {min_decode_length!r}. "
-            "Fix: use 0 (no minimum) or the fewest output tokens, EOS included."
-        )
-    if not is_int(extra_decode_length) or extra_decode_length < 0:
-        raise ValueError(
-            f"extra_decode_length: must be an int >= 0, got {extra_decode_length!r}. "
-            "Fix: use e.g. 50 (the paper's input length + 50)."
-        )
-    if max_decode_length is not None and not tf.is_tensor(max_decode_length):
-        if not is_int(max_decode_length) or max_decode_length < 1:
-            raise ValueError(
-                f"max_decode_length: must be None, an int >= 1 or an int scalar tensor, "
-                f"got {max_decode_length!r}. "
-                "Fix: pass None to use the source length + extra_decode_length."
-            )
 
 
 def as_source_ids(source_ids):
@@ -115,14 +88,15 @@ def allowed_tokens(config, step, plan):
 
 def top_k(values, k, return_max=False):
     """`tf.math.top_k(values, k)` of float `[rows, n]` with a static n: the same values and indices (ties: the
-    lower index first), several times faster on CPU when n is large. `return_max=True` also returns each
-    row's maximum `[rows, 1]`, which the chunked search gets almost for free.
+    lower index first), searched in chunks when n is large, which is cheaper on CPU (benchmarks/NOTES.md,
+    entry 9). `return_max=True` also returns each row's maximum `[rows, 1]`, which the chunked search gets
+    almost for free.
 
     The rows are cut into chunks of about sqrt(n / k) entries. Every entry of the top k lies in one of the k
     chunks with the largest maxima: a chunk outside those has k chunks whose maxima are at least as large
     (and of lower index when equal), so k entries rank before each of its entries. One top_k over the chunk
     maxima and one over the entries of the k chosen chunks, taken in index order, therefore give the exact
-    result. On `[256, 8000]` with k = 10 that is 1.8 ms against 5.4 ms (benchmarks/NOTES.md).
+    result.
     """
     size = values.shape[-1]
     chunk = _chunk_size(size, k) if size is not None else None
@@ -158,8 +132,8 @@ def log_sum_exp(logits, row_max, jit_compile=False):
 
     Outside XLA: while every row's maximum lies in [-60, 60], exp cannot overflow and the largest term cannot
     underflow, so the sum needs no shifted copy of the logits (one pass over them instead of three). Under
-    XLA, which fuses the shift into the sum, `reduce_logsumexp` itself is faster: computing from `row_max`
-    there made beam search 30% slower (benchmarks/NOTES.md). `jit_compile`: the caller compiles with XLA.
+    XLA, which fuses the shift into the sum, it is `reduce_logsumexp` itself: computing from `row_max` there
+    made beam search slower (benchmarks/NOTES.md, entry 12). `jit_compile`: the caller compiles with XLA.
     """
     if jit_compile:
         return tf.reduce_logsumexp(logits, axis=-1, keepdims=True)
@@ -246,8 +220,8 @@ def init_decoding_cache(model, memory, plan, jit_compile=False):
     """The model's decoder cache: growing self-attention caches, or fixed buffers for XLA (`jit_compile`).
 
     A fixed buffer is rewritten whole at every step (a select over `[batch, heads, buffer_length, d]`, and in
-    beam search a gather of it); a growing cache copies only the filled part, a third of the cost of a beam
-    step's cache work on the benchmark workload (benchmarks/NOTES.md). XLA needs the fixed shapes.
+    beam search a gather of it); a growing cache copies only the filled part (benchmarks/NOTES.md, entry 7
+    has the figures). XLA needs the fixed shapes.
     """
     return model.init_cache(memory, plan.buffer_length if jit_compile else None)
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import numbers
-
 import tensorflow as tf
 
+from tf_transformer import rules
 from tf_transformer.decoding import _common
 from tf_transformer.decoding.greedy import greedy_decode
 
@@ -16,7 +15,7 @@ def beam_search(
     beam_size=4,
     length_penalty=0.6,
     max_decode_length=None,
-    extra_decode_length=50,
+    extra_decode_length=rules.EXTRA_DECODE_LENGTH,
     n_best=1,
     min_decode_length=0,
     jit_compile=False,
@@ -93,8 +92,8 @@ def beam_search(
     References: Vaswani et al., "Attention Is All You Need", 2017, https://arxiv.org/abs/1706.03762;
     Wu et al., "Google's Neural Machine Translation System", 2016, https://arxiv.org/abs/1609.08144
     """
-    _check_beam_arguments(beam_size, length_penalty, n_best)
-    _common.check_length_arguments(max_decode_length, extra_decode_length, min_decode_length)
+    rules.check_beam_arguments(beam_size, length_penalty, n_best)
+    rules.check_length_arguments(max_decode_length, extra_decode_length, min_decode_length)
     _common.check_jit_compile(jit_compile)
     beam_size, n_best, length_penalty = int(beam_size), int(n_best), float(length_penalty)
     if beam_size == 1:
@@ -107,21 +106,6 @@ def beam_search(
         model.config, _common.as_source_ids(source_ids), max_decode_length, extra_decode_length, min_decode_length
     )
     return _beam_search_loop(model, source_ids, beam_size, length_penalty, plan, n_best, jit_compile)
-
-
-def _check_beam_arguments(beam_size, length_penalty, n_best):
-    if not _common.is_int(beam_size) or beam_size < 1:
-        raise ValueError(f"beam_size: must be an int >= 1, got {beam_size!r}. Fix: use e.g. beam_size=4.")
-    if not _common.is_int(n_best) or not 1 <= n_best <= beam_size:
-        raise ValueError(
-            f"n_best: must be an int in [1, beam_size={beam_size}], got {n_best!r}. "
-            "Fix: lower n_best or raise beam_size (the n-best list comes from the beam)."
-        )
-    if not isinstance(length_penalty, numbers.Real) or isinstance(length_penalty, bool) or length_penalty < 0:
-        raise ValueError(
-            f"length_penalty: alpha must be a number >= 0, got {length_penalty!r}. "
-            "Fix: use 0 for raw log-probabilities or e.g. 0.6 (the paper)."
-        )
 
 
 def _tile_beams(tensor, beam_size):

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from tf_transformer import rules
 from tf_transformer.decoding import _common
 
 
 def greedy_decode(
-    model, source_ids, max_decode_length=None, extra_decode_length=50, min_decode_length=0, jit_compile=False
+    model,
+    source_ids,
+    max_decode_length=None,
+    extra_decode_length=rules.EXTRA_DECODE_LENGTH,
+    min_decode_length=0,
+    jit_compile=False,
 ):
     """Greedy decoding of a batch of sources with the incremental (cached) decoder.
 
@@ -52,7 +58,7 @@ def greedy_decode(
 
     Reference: Vaswani et al., "Attention Is All You Need", 2017, https://arxiv.org/abs/1706.03762
     """
-    _common.check_length_arguments(max_decode_length, extra_decode_length, min_decode_length)
+    rules.check_length_arguments(max_decode_length, extra_decode_length, min_decode_length)
     _common.check_jit_compile(jit_compile)
     return _common.decode_one_hypothesis(
         model, source_ids, None, max_decode_length, extra_decode_length, min_decode_length, jit_compile

@@ -7,6 +7,7 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
+from tf_transformer import rules
 from tf_transformer.decoding import _common
 
 _TINY = float(np.finfo(np.float32).tiny)  # uniform noise in [tiny, 1): the Gumbel transform stays finite
@@ -20,7 +21,7 @@ def sample_decode(
     top_p=1.0,
     seed=None,
     max_decode_length=None,
-    extra_decode_length=50,
+    extra_decode_length=rules.EXTRA_DECODE_LENGTH,
     min_decode_length=0,
     jit_compile=False,
 ):
@@ -81,7 +82,7 @@ def sample_decode(
     of Neural Text Degeneration", 2019, https://arxiv.org/abs/1904.09751
     """
     _check_sampling_arguments(temperature, top_k, top_p)
-    _common.check_length_arguments(max_decode_length, extra_decode_length, min_decode_length)
+    rules.check_length_arguments(max_decode_length, extra_decode_length, min_decode_length)
     _common.check_jit_compile(jit_compile)
     temperature, top_k, top_p = float(temperature), int(top_k), float(top_p)
     if temperature == 0 or top_k == 1:
@@ -133,7 +134,7 @@ def _check_sampling_arguments(temperature, top_k, top_p):
             f"temperature: must be a number >= 0, got {temperature!r}. Fix: use 1.0 to sample from the "
             "model, < 1 for sharper outputs, 0 for greedy."
         )
-    if not _common.is_int(top_k) or top_k < 0:
+    if not rules.is_int(top_k) or top_k < 0:
         raise ValueError(f"top_k: must be an int >= 0 (0 = no limit), got {top_k!r}. Fix: use e.g. 0 or 40.")
     if isinstance(top_p, bool) or not isinstance(top_p, numbers.Real) or not 0 < top_p <= 1:
         raise ValueError(f"top_p: must be in (0, 1], got {top_p!r}. Fix: use 1.0 (off) or e.g. 0.9.")

@@ -13,7 +13,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tf_transformer.decoding._common import is_int
+from tf_transformer import rules
 from tf_transformer.decoding.translation import METHODS, translate
 
 logger = logging.getLogger("tf_transformer")
@@ -44,28 +44,23 @@ class TextTranslator:
         method: str = "beam",
         batch_tokens: int = 4096,
         max_decode_length: Optional[int] = None,
-        extra_decode_length: int = 50,
+        extra_decode_length: int = rules.EXTRA_DECODE_LENGTH,
     ):
         if method not in METHODS:
             raise ValueError(f"method: unknown decoding method {method!r}. Fix: use one of {', '.join(METHODS)}.")
-        if not is_int(batch_tokens) or batch_tokens < 1:
+        if not rules.is_int(batch_tokens) or batch_tokens < 1:
             raise ValueError(f"batch_tokens: must be an int >= 1, got {batch_tokens!r}. Fix: use e.g. 4096.")
-        if not is_int(n_best) or n_best < 1:
-            raise ValueError(f"n_best: must be an int >= 1, got {n_best!r}.")
-        if method != "beam" and n_best != 1:
-            raise ValueError(
-                f"n_best: {method} decoding gives one hypothesis, got n_best={n_best}. Fix: use method='beam'."
-            )
-        if method == "beam" and is_int(beam_size) and n_best > beam_size:
-            raise ValueError(
-                f"n_best: must be at most beam_size={beam_size}, got {n_best}. Fix: lower n_best or raise beam_size "
-                "(the n-best list comes from the beam)."
-            )
+        # An int n_best for every method: it shapes the outputs below (the decoders check only beam search's).
+        if not rules.is_int(n_best) or n_best < 1:
+            raise ValueError(f"n_best: must be an int >= 1, got {n_best!r}. Fix: use 1, or more with method='beam'.")
+        rules.check_single_hypothesis(n_best, method)
+        if method == "beam":
+            rules.check_beam_arguments(beam_size, length_penalty, n_best)
         self.model = model
         self.tokenizer = tokenizer
         self.n_best = n_best
         self.batch_tokens = batch_tokens
-        self.max_source_tokens = model.config.max_length - 1  # room for the EOS
+        self.max_source_tokens = rules.source_token_limit(model.config.max_length)
         settings = dict(
             beam_size=beam_size,
             length_penalty=length_penalty,
@@ -107,8 +102,8 @@ class TextTranslator:
         return translate_in_batches(lengths, self.n_best, self.batch_tokens, translate_batch, progress)
 
     def _encode(self, sentences: List[str]) -> List[np.ndarray]:
-        """Each sentence's source ids: its tokens (the first `max_length - 1`) + EOS, as training builds them."""
-        eos = np.array([self.model.config.eos_id], np.int32)
+        """Each sentence's source ids, as training builds them (`rules.truncate_source`)."""
+        config = self.model.config
         sources, truncated = [], 0
         for start in range(0, len(sentences), _TOKENIZE_CHUNK):
             tokens = self.tokenizer.tokenize(sentences[start : start + _TOKENIZE_CHUNK])
@@ -116,8 +111,8 @@ class TextTranslator:
             ends = np.cumsum(tokens.row_lengths().numpy())
             for row in np.split(flat, ends[:-1]) if len(ends) else []:
                 if len(row) > self.max_source_tokens:
-                    row, truncated = row[: self.max_source_tokens], truncated + 1
-                sources.append(np.concatenate([row.astype(np.int32), eos]))
+                    truncated += 1
+                sources.append(rules.truncate_source(row, config.max_length, config.eos_id))
         warn_truncated(truncated, len(sentences), self.model.config.max_length)
         return sources
 
@@ -211,7 +206,7 @@ def translate_texts(
     method: str = "beam",
     batch_tokens: int = 4096,
     max_decode_length: Optional[int] = None,
-    extra_decode_length: int = 50,
+    extra_decode_length: int = rules.EXTRA_DECODE_LENGTH,
     progress: Optional[Callable[[int, int], None]] = None,
 ) -> List[List[Tuple[str, float]]]:
     """Translates sentences with a trained `Transformer` and its `Tokenizer`.

@@ -7,6 +7,7 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from tf_transformer import rules
 from tf_transformer.decoding.beam_search import beam_search
 from tf_transformer.decoding.greedy import greedy_decode
 from tf_transformer.decoding.sampling import sample_decode
@@ -32,7 +33,7 @@ def translate(
     length_penalty=0.6,
     n_best=1,
     max_decode_length=None,
-    extra_decode_length=50,
+    extra_decode_length=rules.EXTRA_DECODE_LENGTH,
     min_decode_length=0,
     method="beam",
     jit_compile=False,
@@ -80,10 +81,7 @@ def translate(
         raise ValueError(
             f"{', '.join(sorted(sampling_kwargs))}: sampling arguments need method='sample', got method={method!r}."
         )
-    if method != "beam" and n_best != 1:
-        raise ValueError(
-            f"n_best: {method} decoding gives one hypothesis, got n_best={n_best}. Fix: use method='beam'."
-        )
+    rules.check_single_hypothesis(n_best, method)
     shared = dict(
         max_decode_length=max_decode_length,
         extra_decode_length=extra_decode_length,

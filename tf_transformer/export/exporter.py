@@ -20,9 +20,9 @@ from tf_transformer.checkpoints import (
     load_translation_model,
     resolve_checkpoint,
 )
-from tf_transformer.decoding._common import is_int
 from tf_transformer.export.module import TranslationModule
 from tf_transformer.export.warmup import write_warmup_requests
+from tf_transformer.rules import EXTRA_DECODE_LENGTH, is_int
 
 logger = logging.getLogger("tf_transformer")
 
@@ -48,7 +48,7 @@ def export_saved_model(
     length_penalty: float = 0.6,
     n_best: Optional[int] = None,
     max_decode_length: Optional[int] = None,
-    extra_decode_length: int = 50,
+    extra_decode_length: int = EXTRA_DECODE_LENGTH,
 ) -> pathlib.Path:
     """Exports a trained model directory as `export_dir/<version>/`, a SavedModel for TensorFlow Serving.
 

@@ -11,8 +11,8 @@ from typing import Optional
 
 import tensorflow as tf
 
-from tf_transformer.decoding import _common, translate
-from tf_transformer.decoding.beam_search import _check_beam_arguments
+from tf_transformer import rules
+from tf_transformer.decoding import translate
 
 # Undecodable input bytes and byte-fallback pieces that do not form UTF-8 become U+FFFD, as Python's
 # bytes.decode("utf-8", errors="replace") does it (each maximal invalid subsequence gives one U+FFFD).
@@ -79,12 +79,12 @@ class TranslationModule(tf.Module):
         length_penalty: float = 0.6,
         n_best: Optional[int] = None,
         max_decode_length: Optional[int] = None,
-        extra_decode_length: int = 50,
+        extra_decode_length: int = rules.EXTRA_DECODE_LENGTH,
     ):
         super().__init__(name="translation")
         n_best = beam_size if n_best is None else n_best
-        _check_beam_arguments(beam_size, length_penalty, n_best)
-        _common.check_length_arguments(max_decode_length, extra_decode_length)
+        rules.check_beam_arguments(beam_size, length_penalty, n_best)
+        rules.check_length_arguments(max_decode_length, extra_decode_length)
         if tokenizer.vocab_size != model.config.vocab_size:
             raise ValueError(
                 f"tokenizer: {tokenizer.vocab_size} tokens, but the model's vocab_size is {model.config.vocab_size}. "
@@ -93,7 +93,7 @@ class TranslationModule(tf.Module):
         self.model = model
         self.tokenizer = tokenizer
         self.n_best = int(n_best)
-        self.max_source_tokens = model.config.max_length - 1  # room for the EOS, as in training
+        self.max_source_tokens = rules.source_token_limit(model.config.max_length)  # as in training
         self.settings = dict(
             beam_size=int(beam_size),
             length_penalty=float(length_penalty),
@@ -174,15 +174,14 @@ class TranslationModule(tf.Module):
             decoding order; rows int32 [batch]: each input row's index in them, or `decoded` (one past the
             end) for a row without tokens.
         """
-        tokens = tokens[:, : self.max_source_tokens]
-        lengths = tokens.row_lengths()
-        has_tokens = lengths > 0
+        config = self.model.config
+        sources = rules.truncate_source_ragged(tokens, config.max_length, config.eos_id)  # the rows + EOS
+        lengths = sources.row_lengths()
+        has_tokens = lengths > 1  # more than the EOS
         # Longest first, input order among equals: the order TextTranslator batches them in.
         order = tf.argsort(-tf.boolean_mask(lengths, has_tokens), stable=True)
-        kept = tf.gather(tf.ragged.boolean_mask(tokens, has_tokens), order)
+        source_ids = tf.gather(tf.ragged.boolean_mask(sources, has_tokens), order).to_tensor()
         decoded = tf.shape(order)[0]
-        eos = tf.fill([decoded, 1], tf.constant(self.model.config.eos_id, tf.int32))
-        source_ids = tf.concat([kept, tf.RaggedTensor.from_tensor(eos)], axis=1).to_tensor()
         ids, scores = tf.cond(
             decoded > 0,
             lambda: decode(source_ids),

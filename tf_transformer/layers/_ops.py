@@ -9,8 +9,8 @@ def dense(inputs, kernel, bias=None, transpose_kernel=False):
     """`inputs [..., d_in] @ kernel [d_in, units]` (+ bias) as one 2-D MatMul.
 
     `tf.matmul` of a rank-3 tensor and a matrix becomes a broadcasting BatchMatMulV2, which on CPU runs
-    several times slower than MatMul on the `[batch * length, d_in]` view (and so does its gradient); the
-    reshapes are free. Static sizes are kept (XLA and the decoders' loop shapes need them).
+    slower than MatMul on the `[batch * length, d_in]` view (and so does its gradient; benchmarks/NOTES.md,
+    entry 1); the reshapes are free. Static sizes are kept (XLA and the decoders' loop shapes need them).
     """
     d_in = kernel.shape[1] if transpose_kernel else kernel.shape[0]
     outputs = tf.matmul(tf.reshape(inputs, [-1, d_in]), kernel, transpose_b=transpose_kernel)

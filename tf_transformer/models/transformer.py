@@ -222,8 +222,8 @@ class Transformer(keras.Model):
 
         Returns `{"output_kernel": [d_model, output_vocab_size]}`, the pre-softmax projection as a plain
         matrix in the compute dtype. With shared embeddings that is the embedding matrix transposed once per
-        decoding call: at a decoding step's few hundred rows, a CPU multiplies by it about 1.8x faster than by
-        the embedding matrix with `transpose_b`, and one copy per call is cheap (benchmarks/NOTES.md).
+        decoding call: at a decoding step's few hundred rows, a CPU multiplies by it faster than by the
+        embedding matrix with `transpose_b`, and one copy per call is cheap (benchmarks/NOTES.md, entry 6).
         """
         if not self.built:
             self.build()
