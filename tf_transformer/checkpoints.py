@@ -104,8 +104,10 @@ def load_translation_model(
 
     Raises:
         FileNotFoundError: model_dir, its config.json, vocab/ or the checkpoint is missing.
-        ValueError: the checkpoint does not hold this model's weights, the vocabulary does not match the
-            config, or both `checkpoint` and `average_last` were given.
+        ConfigError, DataError: config.json or vocab/ is there but unusable.
+        CheckpointError: the checkpoint cannot be read (damaged files) or holds other weights.
+        ValueError: the vocabulary does not match the config, or both `checkpoint` and `average_last` were
+            given. (ConfigError, DataError and CheckpointError are ValueErrors too.)
     """
     model_dir = pathlib.Path(model_dir)
     config, tokenizer = _read_model_dir(model_dir)
@@ -151,8 +153,9 @@ def average_checkpoints(model_dir: PathLike, num_checkpoints: int = 5, output_di
 
     Raises:
         FileNotFoundError: model_dir, config.json, vocab/ or the checkpoints are missing.
+        CheckpointError: a checkpoint cannot be read (damaged files) or holds other weights.
         ValueError: fewer than `num_checkpoints` checkpoints exist (the message says how many), a bad
-            `num_checkpoints` or `output_dir`, or a checkpoint that does not hold this model's weights.
+            `num_checkpoints` or `output_dir` (and ConfigError, DataError for an unusable config.json or vocab/).
     """
     model_dir = pathlib.Path(model_dir)
     config, _ = _read_model_dir(model_dir)
@@ -420,15 +423,15 @@ def _read_model_dir(model_dir: pathlib.Path) -> Tuple[TransformerConfig, Tokeniz
         )
     try:
         config = TransformerConfig.from_json(config_path)
-    except ConfigError as error:
-        raise ValueError(f"{config_path}: not a valid TransformerConfig ({error}).") from None
+    except ConfigError as error:  # the package's own type, with the file named
+        raise ConfigError(f"{config_path}: not a valid TransformerConfig ({error}).") from None
     vocab_dir = model_dir / VOCAB_DIR
     if not vocab_dir.is_dir():
         raise FileNotFoundError(f"model_dir: {vocab_dir} does not exist (the model's vocabulary). {fix}")
     try:
         tokenizer = Tokenizer.from_directory(vocab_dir)
     except DataError as error:
-        raise FileNotFoundError(f"model_dir: no usable vocabulary in {vocab_dir} ({error}).") from None
+        raise DataError(f"model_dir: no usable vocabulary in {vocab_dir} ({error}).") from None
     if tokenizer.vocab_size != config.output_vocab_size or tokenizer.vocab_size != config.vocab_size:
         raise ValueError(
             f"{vocab_dir} has {tokenizer.vocab_size} tokens but {config_path} says vocab_size={config.vocab_size} "
