@@ -7,6 +7,7 @@ Nothing is installed here: the commands are the ones of the environment the test
 
 import ast
 import concurrent.futures
+import json
 import os
 import pathlib
 import subprocess
@@ -149,6 +150,10 @@ def test_tft_train_trains_a_tiny_model(tmp_path, small_corpus):
     assert "Trained steps 0 -> 2" in result.stdout
     assert (model_dir / "checkpoints" / "ckpt-2.index").is_file()
     assert (model_dir / "config.json").is_file() and (model_dir / "vocab" / "tokenizer.json").is_file()
+    # --mixed_precision=auto, the default: the run logs and records the policy it chose and why.
+    saved = json.loads((model_dir / "train_config.json").read_text())
+    assert saved["mixed_precision_requested"] == "auto" and saved["mixed_precision"] in ("float32", "mixed_bfloat16")
+    assert f"Precision: {saved['mixed_precision']} ({saved['mixed_precision_reason']})" in result.stderr
 
 
 def imports_of(source, module):

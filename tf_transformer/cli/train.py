@@ -52,7 +52,11 @@ _STRATEGY = flags.DEFINE_enum(
 )
 _NUM_CPU_DEVICES = flags.DEFINE_integer("num_cpu_devices", 0, "Split the CPU into N logical devices (0: don't).")
 _MIXED_PRECISION = flags.DEFINE_enum(
-    "mixed_precision", "float32", ["float32", "mixed_bfloat16", "mixed_float16"], "Keras dtype policy."
+    "mixed_precision",
+    "auto",
+    ["auto", "float32", "mixed_bfloat16", "mixed_float16"],
+    "Keras dtype policy; auto: mixed_bfloat16 where the hardware computes bf16 natively (GPU compute capability "
+    "8.0+, TPU, CPU with AVX-512 BF16 or AMX), else float32.",
 )
 _JIT_COMPILE = flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
 _LOG_EVERY = flags.DEFINE_integer("log_every", 100, "Steps between TensorBoard points.")

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+import json
+import os
+from typing import Any, Mapping, Optional, Union
 
 from tf_transformer.config import ConfigError, JsonConfig, unknown_option
+from tf_transformer.files import write_atomically
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
+# Written beside the fields in train_config.json when "auto" was resolved (see `TrainConfig.to_json`); they only
+# inform, so `from_dict` drops them.
+RESOLUTION_FIELDS = ("mixed_precision_requested", "mixed_precision_reason")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,7 +30,11 @@ class TrainConfig(JsonConfig):
             "one_device", "mirrored", "multi_worker_mirrored" (reads TF_CONFIG) or "tpu".
         num_cpu_devices: split the CPU into this many logical devices (mirrored training without GPUs);
             0 leaves the CPU as it is.
-        mixed_precision: "float32", "mixed_bfloat16" or "mixed_float16".
+        mixed_precision: "auto" (`mixed_bfloat16` where the hardware computes bf16 natively: GPUs of compute
+            capability 8.0+, TPUs, CPUs with AVX-512 BF16 or AMX; float32 elsewhere; see
+            `tf_transformer.training.precision.resolve_precision`), "float32", "mixed_bfloat16" or
+            "mixed_float16". `train_config.json` holds the policy used, and for "auto" also
+            `mixed_precision_requested` and `mixed_precision_reason`.
         jit_compile: compile the training step with XLA.
         log_every: steps between TensorBoard points (loss, learning rate, tokens/s).
         validation_batches: batches of the validation set per evaluation; 0 means all of it.
@@ -56,7 +66,7 @@ class TrainConfig(JsonConfig):
     keep_checkpoints: int = 5
     strategy: str = "auto"
     num_cpu_devices: int = 0
-    mixed_precision: str = "float32"
+    mixed_precision: str = "auto"
     jit_compile: bool = False
     log_every: int = 100
     validation_batches: int = 0
@@ -94,3 +104,27 @@ class TrainConfig(JsonConfig):
             raise ConfigError(unknown_option("mixed_precision", self.mixed_precision, PRECISIONS))
         if self.seed is not None and (not isinstance(self.seed, int) or isinstance(self.seed, bool)):
             raise ConfigError(f"seed: must be an integer or null, got {self.seed!r}. Fix: set seed=42 or null.")
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]):
+        """`JsonConfig.from_dict`, dropping the precision record of a written `train_config.json`, so that it loads
+        as the run it describes (with the policy it trained in)."""
+        if isinstance(values, Mapping):
+            values = {key: value for key, value in values.items() if key not in RESOLUTION_FIELDS}
+        return super().from_dict(values)
+
+    def to_json(self, path: Union[str, os.PathLike, None] = None, precision: Optional[tuple] = None) -> str:
+        """Returns the config as JSON text; with `path`, also writes it there (atomically).
+
+        `precision`, the (policy, reason) `resolve_precision` gave: `mixed_precision` then holds the policy the
+        run trains in, and when that was resolved from "auto", `mixed_precision_requested` and
+        `mixed_precision_reason` say so (a restart resolves "auto" again, perhaps on other hardware).
+        """
+        values = self.to_dict()
+        if precision is not None and precision[0] != self.mixed_precision:
+            values.update(mixed_precision=precision[0], mixed_precision_requested=self.mixed_precision)
+            values["mixed_precision_reason"] = precision[1]
+        text = json.dumps(values, indent=2) + "\n"
+        if path is not None:
+            write_atomically(path, text)
+        return text

@@ -34,6 +34,7 @@ from tf_transformer.training.losses import MaskedCrossEntropy
 from tf_transformer.training.metrics import MaskedAccuracy, TokenCount
 from tf_transformer.training.multi_worker import PeerWorkerLost, cluster_role, fit_multi_worker, wait_for_file
 from tf_transformer.training.optimizer import make_optimizer
+from tf_transformer.training.precision import resolve_precision, restores_dtype_policy
 from tf_transformer.training.train_config import TrainConfig
 from tf_transformer.training.validation_bleu import ValidationBleu
 
@@ -144,6 +145,7 @@ def _open_optional(data_config, split: str):
     return data_lib.open_corpus(data_config, split)
 
 
+@restores_dtype_policy  # the model is built under the run's policy; the caller's global policy comes back
 def train(model_config: TransformerConfig, data_config, train_config: TrainConfig) -> TrainResult:
     """Trains (or resumes training) a `Transformer` as `train_config` says; the one entry of `tools/train.py`.
 
@@ -166,13 +168,19 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
             set aside with a warning, and training resumes from the newest readable one).
         tf_transformer.data.DataError: missing, empty, undecodable or misaligned data.
         TrainingDiverged: the loss or the weights became NaN; the last good checkpoint is kept.
+        TrainingInterrupted: SIGTERM or SIGINT (in the main thread) stopped the run after the step in progress,
+            and a checkpoint was saved at that step.
+        PeerWorkerLost: (multi_worker_mirrored) another worker died; the last checkpoint is kept.
     """
     configure_devices(train_config.num_cpu_devices)
     # Before any other op: MultiWorkerMirroredStrategy sets up the collective ops of the whole program.
     strategy = make_strategy(train_config)
     multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
     is_chief = cluster_role(strategy)[2] if multi_worker else True
-    keras.config.set_dtype_policy(train_config.mixed_precision)
+    # "auto" looks at the devices, which a multi-worker run may list only once its strategy exists.
+    precision = resolve_precision(train_config.mixed_precision, tpu=isinstance(strategy, tf.distribute.TPUStrategy))
+    logger.info("Precision: %s (%s)", *precision)
+    keras.config.set_dtype_policy(precision[0])
     if train_config.seed is not None:
         keras.utils.set_random_seed(train_config.seed)
     if train_config.deterministic:
@@ -209,7 +217,7 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
     if is_chief:
         resolved.to_json(model_dir / CONFIG_FILE)
         data_config.to_json(model_dir / DATA_CONFIG_FILE)
-        train_config.to_json(model_dir / TRAIN_CONFIG_FILE)
+        train_config.to_json(model_dir / TRAIN_CONFIG_FILE, precision=precision)
         report.to_json(model_dir / DATA_REPORT_FILE)
 
     replicas = strategy.num_replicas_in_sync
