@@ -35,23 +35,21 @@ from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.data.errors import DataError
 from tf_transformer.data.vocab import Tokenizer
 from tf_transformer.files import write_atomically
+from tf_transformer.model_dir import (  # noqa: F401 (the layout's names stay importable from checkpoints)
+    AVERAGED_DIR,
+    AVERAGED_JSON,
+    BEST_CHECKPOINT,
+    BEST_DIR,
+    BEST_JSON,
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    UNREADABLE_DIR,
+    VOCAB_DIR,
+)
 from tf_transformer.models import Transformer
 
 logger = logging.getLogger("tf_transformer")
 
-# The model directory's layout, shared with the trainer that writes it (tf_transformer.training.trainer).
-CONFIG_FILE = "config.json"
-VOCAB_DIR = "vocab"
-CHECKPOINT_DIR = "checkpoints"
-AVERAGED_DIR = "averaged"
-AVERAGED_JSON = "averaged_checkpoints.json"
-BEST_DIR = "best"
-BEST_JSON = "best.json"
-# The `checkpoint=` name of the best checkpoint by validation BLEU (model_dir/best, its latest checkpoint).
-BEST_CHECKPOINT = "best"
-
-# Where the trainer sets aside the files of checkpoints it could not read (never deleted), in CHECKPOINT_DIR.
-UNREADABLE_DIR = "unreadable"
 
 PathLike = Union[str, os.PathLike]
 

@@ -7,6 +7,7 @@ Flags build three configs (model, data, training), saved as JSON in --model_dir;
 in `tf_transformer.training.train`.
 """
 
+import dataclasses
 import logging as pylogging
 import sys
 
@@ -17,6 +18,7 @@ from tf_transformer.cli import adopt_help
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.data import DataConfig, DataError
 from tf_transformer.training import PeerWorkerLost, TrainConfig, TrainingDiverged, TrainingInterrupted, train
+from tf_transformer.training.train_config import PRECISIONS, STRATEGIES
 
 # Model.
 _CONFIG = flags.DEFINE_string("config", "base", "A preset name (tiny, base, big, ...) or a JSON config file.")
@@ -42,33 +44,50 @@ _MAX_LENGTH = flags.DEFINE_integer(
 )
 _LONG_PAIRS = flags.DEFINE_enum("long_pairs", None, ["drop", "truncate"], "What to do with longer pairs.")
 _SHUFFLE_BUFFER = flags.DEFINE_integer("shuffle_buffer", None, "Pairs in the shuffle buffer.")
-# Training.
+# Training: the defaults are TrainConfig's, written there only.
+_DEFAULTS = {field.name: field.default for field in dataclasses.fields(TrainConfig)}
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "Checkpoints, logs, vocabulary and configs.", required=True)
-_TRAIN_STEPS = flags.DEFINE_integer("train_steps", 100000, "Optimizer steps in total, across restarts.")
-_CHECKPOINT_EVERY = flags.DEFINE_integer("checkpoint_every", 1000, "Steps between checkpoints and validations.")
-_KEEP_CHECKPOINTS = flags.DEFINE_integer("keep_checkpoints", 5, "Checkpoints to keep.")
-_STRATEGY = flags.DEFINE_enum(
-    "strategy", "auto", ["auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu"], "tf.distribute strategy."
+_TRAIN_STEPS = flags.DEFINE_integer(
+    "train_steps", _DEFAULTS["train_steps"], "Optimizer steps in total, across restarts."
 )
-_NUM_CPU_DEVICES = flags.DEFINE_integer("num_cpu_devices", 0, "Split the CPU into N logical devices (0: don't).")
+_CHECKPOINT_EVERY = flags.DEFINE_integer(
+    "checkpoint_every", _DEFAULTS["checkpoint_every"], "Steps between checkpoints and validations."
+)
+_KEEP_CHECKPOINTS = flags.DEFINE_integer("keep_checkpoints", _DEFAULTS["keep_checkpoints"], "Checkpoints to keep.")
+_STRATEGY = flags.DEFINE_enum("strategy", _DEFAULTS["strategy"], STRATEGIES, "tf.distribute strategy.")
+_NUM_CPU_DEVICES = flags.DEFINE_integer(
+    "num_cpu_devices", _DEFAULTS["num_cpu_devices"], "Split the CPU into N logical devices (0: don't)."
+)
 _MIXED_PRECISION = flags.DEFINE_enum(
     "mixed_precision",
-    "auto",
-    ["auto", "float32", "mixed_bfloat16", "mixed_float16"],
+    _DEFAULTS["mixed_precision"],
+    PRECISIONS,
     "Keras dtype policy; auto: mixed_bfloat16 where the hardware computes bf16 natively (GPU compute capability "
     "8.0+, TPU, CPU with AVX-512 BF16 or AMX), else float32.",
 )
-_JIT_COMPILE = flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
-_LOG_EVERY = flags.DEFINE_integer("log_every", 100, "Steps between TensorBoard points.")
-_VALIDATION_BATCHES = flags.DEFINE_integer("validation_batches", 0, "Validation batches per evaluation (0: all).")
-_BLEU_EVERY = flags.DEFINE_integer(
-    "bleu_every", 0, "Validation BLEU at the first checkpoint at or after every N steps, and at the end (0: off)."
+_JIT_COMPILE = flags.DEFINE_bool("jit_compile", _DEFAULTS["jit_compile"], "Compile the training step with XLA.")
+_LOG_EVERY = flags.DEFINE_integer("log_every", _DEFAULTS["log_every"], "Steps between TensorBoard points.")
+_VALIDATION_BATCHES = flags.DEFINE_integer(
+    "validation_batches", _DEFAULTS["validation_batches"], "Validation batches per evaluation (0: all)."
 )
-_BLEU_SENTENCES = flags.DEFINE_integer("bleu_sentences", 500, "Validation BLEU on the first N validation pairs.")
-_BLEU_BEAM_SIZE = flags.DEFINE_integer("bleu_beam_size", 1, "Beam width for validation BLEU (1: greedy).")
-_KEEP_BEST = flags.DEFINE_bool("keep_best", True, "With --bleu_every, keep the best model by BLEU in MODEL_DIR/best.")
+_BLEU_EVERY = flags.DEFINE_integer(
+    "bleu_every",
+    _DEFAULTS["bleu_every"],
+    "Validation BLEU at the first checkpoint at or after every N steps, and at the end (0: off).",
+)
+_BLEU_SENTENCES = flags.DEFINE_integer(
+    "bleu_sentences", _DEFAULTS["bleu_sentences"], "Validation BLEU on the first N validation pairs."
+)
+_BLEU_BEAM_SIZE = flags.DEFINE_integer(
+    "bleu_beam_size", _DEFAULTS["bleu_beam_size"], "Beam width for validation BLEU (1: greedy)."
+)
+_KEEP_BEST = flags.DEFINE_bool(
+    "keep_best", _DEFAULTS["keep_best"], "With --bleu_every, keep the best model by BLEU in MODEL_DIR/best."
+)
 _SEED = flags.DEFINE_integer("seed", None, "Seed for weights, data order and dropout.")
-_DETERMINISTIC = flags.DEFINE_bool("deterministic", False, "Deterministic ops and data order (slower).")
+_DETERMINISTIC = flags.DEFINE_bool(
+    "deterministic", _DEFAULTS["deterministic"], "Deterministic ops and data order (slower)."
+)
 
 _DATA_FLAGS = {
     "dataset": _DATASET, "train_source": _TRAIN_SOURCE, "train_target": _TRAIN_TARGET,

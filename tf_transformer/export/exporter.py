@@ -13,15 +13,10 @@ from typing import List, Optional, Union
 
 import tensorflow as tf
 
-from tf_transformer.checkpoints import (
-    CHECKPOINT_DIR,
-    CONFIG_FILE,
-    VOCAB_DIR,
-    load_translation_model,
-    resolve_checkpoint,
-)
+from tf_transformer.checkpoints import load_translation_model, resolve_checkpoint
 from tf_transformer.export.module import TranslationModule
 from tf_transformer.export.warmup import write_warmup_requests
+from tf_transformer.model_dir import CHECKPOINT_DIR, CONFIG_FILE, DATA_CONFIG_FILE, VOCAB_DIR
 from tf_transformer.rules import EXTRA_DECODE_LENGTH, is_int
 
 logger = logging.getLogger("tf_transformer")
@@ -162,7 +157,6 @@ def warmup_sentences(model_dir: PathLike, count: int = 3) -> List[str]:
     "files" dataset, or Multi30k with --data_dir), else `FALLBACK_WARMUP_SENTENCES`. Never downloads."""
     from tf_transformer.data import DataConfig, DataError
     from tf_transformer.data.sources import open_corpus
-    from tf_transformer.training.trainer import DATA_CONFIG_FILE
 
     path = pathlib.Path(model_dir) / DATA_CONFIG_FILE
     try:

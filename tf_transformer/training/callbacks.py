@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import threading
 import time
@@ -76,6 +77,22 @@ class StopSignals:
         for number, handler in self._previous.items():
             signal.signal(number, signal.SIG_DFL if handler is None else handler)
         self._previous = {}
+
+
+class StopOnNonFiniteLoss(keras.callbacks.TerminateOnNaN):
+    """Keras' `TerminateOnNaN` that raises `TrainingDiverged`, judged from the loss value itself.
+
+    Keras' own raises a `RuntimeError` whose message would have to be parsed to tell divergence from any other
+    runtime error; this one gives the package's error type.
+    """
+
+    def __init__(self):
+        super().__init__(raise_error=True)
+
+    def on_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            raise TrainingDiverged(f"the training loss became {float(loss)} at batch {batch}")
 
 
 def weights_are_finite(model: keras.Model) -> bool:

@@ -17,14 +17,27 @@ import keras
 import tensorflow as tf
 
 from tf_transformer import data as data_lib
-from tf_transformer.checkpoints import BEST_DIR, CHECKPOINT_DIR, CONFIG_FILE, VOCAB_DIR, restore_newest_readable
+from tf_transformer.checkpoints import restore_newest_readable
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.data.vocab import TOKENIZER_JSON
 from tf_transformer.decoding.text import TextTranslator
+from tf_transformer.model_dir import (
+    BEST_DIR,
+    BLEU_LOG_DIR,
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    DATA_CONFIG_FILE,
+    DATA_REPORT_FILE,
+    LOG_DIR,
+    TRAIN_CONFIG_FILE,
+    TRAIN_LOG_DIR,
+    VOCAB_DIR,
+)
 from tf_transformer.models import Transformer
 from tf_transformer.training.callbacks import (
     CheckpointEveryEpoch,
     StopAtStep,
+    StopOnNonFiniteLoss,
     StopSignals,
     TrainingDiverged,
     TrainingInterrupted,
@@ -32,19 +45,13 @@ from tf_transformer.training.callbacks import (
 )
 from tf_transformer.training.losses import MaskedCrossEntropy
 from tf_transformer.training.metrics import MaskedAccuracy, TokenCount
-from tf_transformer.training.multi_worker import PeerWorkerLost, cluster_role, fit_multi_worker, wait_for_file
+from tf_transformer.training.multi_worker import cluster_role, fit_multi_worker, wait_for_file
 from tf_transformer.training.optimizer import make_optimizer
 from tf_transformer.training.precision import resolve_precision, restores_dtype_policy
 from tf_transformer.training.train_config import TrainConfig
 from tf_transformer.training.validation_bleu import ValidationBleu
 
 logger = logging.getLogger("tf_transformer")
-
-# The model directory's layout: the names the readers (tf_transformer.checkpoints) use, and the trainer's own.
-DATA_CONFIG_FILE = "data_config.json"
-TRAIN_CONFIG_FILE = "train_config.json"
-DATA_REPORT_FILE = "data_report.json"
-BLEU_LOG_DIR = "logs/bleu"  # not logs/validation, which Keras' TensorBoard callback writes to
 
 # Model-config fields a restart may change: the vocabulary size is resolved from the built vocabulary, and
 # training hyperparameters (e.g. a lower learning rate after a divergence) do not change the weights' shapes.
@@ -242,7 +249,7 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
                     dataset = data_lib.make_dataset(data_config, tokenizer, "train", training=True, corpus=train_corpus)
                     return dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
 
-                log_dir = str(model_dir / "logs" / "train")
+                log_dir = str(model_dir / TRAIN_LOG_DIR)
                 history = fit_multi_worker(
                     model,
                     optimizer,
@@ -263,11 +270,7 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
                 history = _fit(
                     model, train_dataset, valid_dataset, manager, train_config, model_dir, bleu, stop_signals
                 )
-    except RuntimeError as error:  # TerminateOnNaN's, or TrainingDiverged from a checkpoint check
-        if isinstance(error, PeerWorkerLost):
-            raise
-        if "NaN" not in str(error) and "Inf" not in str(error) and not isinstance(error, TrainingDiverged):
-            raise
+    except TrainingDiverged:  # a non-finite loss (StopOnNonFiniteLoss) or weights (the check before a save)
         raise TrainingDiverged(
             f"the training loss or weights became NaN or infinite near step {int(optimizer.iterations.numpy())}; "
             f"the last good checkpoint ({manager.latest_checkpoint or 'none yet'}) is kept. Fix: resume with a "
@@ -378,11 +381,11 @@ def _fit(model, train_dataset, valid_dataset, manager, train_config, model_dir, 
     """
     step = model.optimizer.iterations
     writers = [
-        keras.callbacks.TensorBoard(str(model_dir / "logs"), update_freq=train_config.log_every),
-        TrainingMonitor(str(model_dir / "logs" / "train"), train_config.log_every, step),
+        keras.callbacks.TensorBoard(str(model_dir / LOG_DIR), update_freq=train_config.log_every),
+        TrainingMonitor(str(model_dir / TRAIN_LOG_DIR), train_config.log_every, step),
     ]
     callbacks = [
-        keras.callbacks.TerminateOnNaN(raise_error=True),  # first: nothing else runs after a NaN batch
+        StopOnNonFiniteLoss(),  # first: nothing else runs after a NaN batch
         StopAtStep(train_config.train_steps, step),
         CheckpointEveryEpoch(manager, step, stop_signals),
         *writers,

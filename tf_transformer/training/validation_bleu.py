@@ -12,10 +12,10 @@ from typing import Optional, Sequence
 import keras
 import tensorflow as tf
 
-from tf_transformer.checkpoints import BEST_JSON
 from tf_transformer.config import ConfigError
 from tf_transformer.evaluation import score_translations
 from tf_transformer.files import write_atomically
+from tf_transformer.model_dir import BEST_JSON
 
 logger = logging.getLogger("tf_transformer")
 
