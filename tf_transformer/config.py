@@ -83,6 +83,37 @@ class JsonConfig:
                 changes[key.strip()] = raw  # a bare word such as learned or a path
         return self.replace(**changes)
 
+    def _check_field_types(self, examples: Optional[Mapping[str, Any]] = None) -> None:
+        """The one type check of the config dataclasses: each field against its annotation (`int`, `float`,
+        `bool`, `str`, or `Optional[...]` of one), as a `ConfigError` that names the field and an example.
+
+        What JSON writers and overrides produce is normalised in place: an int for a float field (1 is a fine
+        dropout of 1.0), an integral float for an int field (512.0). Bools are not ints here.
+        """
+        for field in dataclasses.fields(self):
+            annotation = str(field.type)
+            optional = annotation.startswith("Optional[")
+            base = _TYPES[annotation[len("Optional[") : -1] if optional else annotation]
+            value = getattr(self, field.name)
+            if optional and value is None:
+                continue
+            if base is float and isinstance(value, int) and not isinstance(value, bool):
+                object.__setattr__(self, field.name, float(value))
+                continue
+            if base is int and isinstance(value, float) and value.is_integer():
+                object.__setattr__(self, field.name, int(value))
+                continue
+            if not isinstance(value, base) or (base is int and isinstance(value, bool)):
+                kind = f"{base.__name__} or null" if optional else base.__name__
+                example = (examples or {}).get(field.name, field.default)
+                raise ConfigError(
+                    f"{field.name}: expected {kind}, got {value!r} ({type(value).__name__}). "
+                    f"Fix: set {field.name} to {kind}, e.g. {field.name}={json.dumps(example)}."
+                )
+
+
+_TYPES = {"int": int, "float": float, "bool": bool, "str": str}
+
 
 def unknown_option(name: str, value: Any, options: Sequence[str]) -> str:
     """The error message for a field whose value is not one of `options`."""
@@ -156,25 +187,7 @@ class TransformerConfig(JsonConfig):
     # ----------------------------------------------------------------------------------------- validation
 
     def _check_types(self):
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            expected = _FIELD_TYPES[field.name]
-            optional = expected in (_OPTIONAL_INT,)
-            if optional and value is None:
-                continue
-            base = int if optional else expected
-            if base is float and isinstance(value, int) and not isinstance(value, bool):
-                object.__setattr__(self, field.name, float(value))  # 1 is a fine dropout of 1.0
-                continue
-            if base is int and isinstance(value, float) and value.is_integer():
-                object.__setattr__(self, field.name, int(value))  # JSON writers may emit 512.0
-                continue
-            if not isinstance(value, base) or (base is int and isinstance(value, bool)):
-                kind = "an int or null" if optional else base.__name__
-                raise ConfigError(
-                    f"{field.name}: expected {kind}, got {value!r} ({type(value).__name__}). "
-                    f"Fix: set {field.name} to {kind}, e.g. {field.name}={_example(field)}."
-                )
+        self._check_field_types()
 
     def _check_values(self):
         for name in ("vocab_size", "d_model", "d_ff", "num_heads", "max_length", "warmup_steps"):
@@ -287,22 +300,6 @@ class TransformerConfig(JsonConfig):
         if text.endswith(".json") or os.sep in text or pathlib.Path(text).is_file():
             return cls.from_json(pathlib.Path(text))
         return cls.from_preset(text)
-
-
-_OPTIONAL_INT = "optional int"
-_FIELD_TYPES = {
-    field.name: (
-        _OPTIONAL_INT
-        if field.type == "Optional[int]"
-        else {"int": int, "float": float, "bool": bool, "str": str}[field.type]
-    )
-    for field in dataclasses.fields(TransformerConfig)
-}
-
-
-def _example(field) -> str:
-    default = field.default
-    return json.dumps(default)
 
 
 def _presets():

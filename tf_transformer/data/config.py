@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Optional
 
@@ -106,20 +105,7 @@ class DataConfig(JsonConfig):
     # ----------------------------------------------------------------------------------------- validation
 
     def _check_types(self):
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            base, optional = _FIELD_TYPES[field.name]
-            if optional and value is None:
-                continue
-            if base is int and isinstance(value, float) and value.is_integer():
-                object.__setattr__(self, field.name, int(value))  # JSON writers may emit 4096.0
-                continue
-            if not isinstance(value, base) or (base is int and isinstance(value, bool)):
-                kind = f"{base.__name__} or null" if optional else base.__name__
-                raise ConfigError(
-                    f"{field.name}: expected {kind}, got {value!r} ({type(value).__name__}). "
-                    f"Fix: set {field.name} to {kind}, e.g. {field.name}={json.dumps(_EXAMPLES.get(field.name))}."
-                )
+        self._check_field_types(_EXAMPLES)
 
     def _check_values(self):
         if self.dataset not in ("files", "multi30k") and not self.dataset.startswith("tfds:"):
@@ -209,11 +195,6 @@ class DataConfig(JsonConfig):
         return 0 if self.deterministic else None
 
 
-_TYPE_NAMES = {"str": str, "int": int, "bool": bool}
-_FIELD_TYPES = {}
-for _field in dataclasses.fields(DataConfig):
-    _optional = _field.type.startswith("Optional[")
-    _FIELD_TYPES[_field.name] = (_TYPE_NAMES[_field.type[9:-1] if _optional else _field.type], _optional)
 _EXAMPLES = {"seed": 0, "source_lang": "en", "target_lang": "de", "data_dir": "../shared/data/multi30k"}
 _EXAMPLES.update({f.name: f.default for f in dataclasses.fields(DataConfig) if f.default is not None})
 _EXAMPLES.update({name: "path/to/file" for name in _PATH_FIELDS if name not in _EXAMPLES})

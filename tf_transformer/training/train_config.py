@@ -78,6 +78,7 @@ class TrainConfig(JsonConfig):
     deterministic: bool = False
 
     def __post_init__(self):
+        self._check_field_types()
         if not self.model_dir:
             raise ConfigError("model_dir: empty. Fix: pass --model_dir, a directory for checkpoints and logs.")
         positive = (
@@ -90,20 +91,16 @@ class TrainConfig(JsonConfig):
         )
         for name in positive:
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            if value < 1:
                 raise ConfigError(f"{name}: must be a positive integer, got {value!r}. Fix: set {name} >= 1.")
         for name in ("num_cpu_devices", "validation_batches", "bleu_every"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            if value < 0:
                 raise ConfigError(f"{name}: must be an integer >= 0, got {value!r}. Fix: set {name} >= 0.")
-        if not isinstance(self.keep_best, bool):
-            raise ConfigError(f"keep_best: must be true or false, got {self.keep_best!r}. Fix: set keep_best=true.")
         if self.strategy not in STRATEGIES:
             raise ConfigError(unknown_option("strategy", self.strategy, STRATEGIES))
         if self.mixed_precision not in PRECISIONS:
             raise ConfigError(unknown_option("mixed_precision", self.mixed_precision, PRECISIONS))
-        if self.seed is not None and (not isinstance(self.seed, int) or isinstance(self.seed, bool)):
-            raise ConfigError(f"seed: must be an integer or null, got {self.seed!r}. Fix: set seed=42 or null.")
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]):
