@@ -15,6 +15,7 @@ from tf_transformer.checkpoints import (
     load_translation_model,
     restore_newest_readable,
 )
+from tf_transformer.config import ConfigError
 from tf_transformer.data import train_sentencepiece
 from tf_transformer.training.optimizer import make_optimizer
 
@@ -281,3 +282,14 @@ def test_resuming_when_no_checkpoint_can_be_read_is_a_clear_error(model_dir, tmp
     assert not (folder / "unreadable").exists(), "nothing is moved when there is nothing to resume from"
     empty = tmp_path / "fresh"
     assert restore_newest_readable(checkpoint, empty, set_aside=True) is None
+
+
+def test_a_config_whose_special_ids_differ_from_the_tokenizers_is_refused(model_dir, tmp_path):
+    # Training data and detokenization use the tokenizer's ids (pad 0, BOS 1, EOS 2), decoding the config's.
+    path, _ = model_dir
+    other = tmp_path / "other"
+    shutil.copytree(path, other)
+    config = tft.TransformerConfig.from_json(other / "config.json")
+    config.replace(eos_id=5).to_json(other / "config.json")
+    with pytest.raises(ConfigError, match=r"^eos_id=5: this package's tokenizers reserve .*Fix: leave"):
+        load_translation_model(other)

@@ -33,7 +33,7 @@ import tensorflow as tf
 
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.data.errors import DataError
-from tf_transformer.data.vocab import Tokenizer
+from tf_transformer.data.vocab import Tokenizer, check_special_ids
 from tf_transformer.files import write_atomically
 from tf_transformer.model_dir import (  # noqa: F401 (the layout's names stay importable from checkpoints)
     AVERAGED_DIR,
@@ -423,6 +423,7 @@ def _read_model_dir(model_dir: pathlib.Path) -> Tuple[TransformerConfig, Tokeniz
         config = TransformerConfig.from_json(config_path)
     except ConfigError as error:  # the package's own type, with the file named
         raise ConfigError(f"{config_path}: not a valid TransformerConfig ({error}).") from None
+    check_special_ids(config)
     vocab_dir = model_dir / VOCAB_DIR
     if not vocab_dir.is_dir():
         raise FileNotFoundError(f"model_dir: {vocab_dir} does not exist (the model's vocabulary). {fix}")

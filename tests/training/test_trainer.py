@@ -127,6 +127,13 @@ def test_a_model_dir_refuses_a_restart_with_other_settings(tmp_path, small_corpu
     assert (longer.start_step, longer.step) == (2, 4)  # training longer is allowed
 
 
+def test_special_ids_other_than_the_tokenizers_are_refused_before_anything_is_written(tmp_path, small_corpus):
+    train_config = TrainConfig(model_dir=str(tmp_path / "run"), train_steps=2, checkpoint_every=2, seed=1)
+    with pytest.raises(ConfigError, match=r"^bos_id=4: this package's tokenizers reserve pad 0, BOS 1 and EOS 2"):
+        train(MODEL.replace(bos_id=4), data_config(small_corpus), train_config)
+    assert not (tmp_path / "run").exists()
+
+
 def test_data_longer_than_the_model_allows_is_refused(tmp_path, small_corpus):
     with pytest.raises(ConfigError, match="max_length.*Fix"):
         train(

@@ -26,6 +26,7 @@ from tf_transformer.data.synthetic import SYNTHETIC_TASKS, synthetic_pairs, synt
 from tf_transformer.data.vocab import (
     Tokenizer,
     build_vocabulary,
+    check_special_ids,
     sample_sentences,
     train_sentencepiece,
     train_wordpiece,
@@ -43,6 +44,7 @@ __all__ = [
     "bucket_batch_sizes",
     "bucket_boundaries",
     "build_vocabulary",
+    "check_special_ids",
     "download_file",
     "download_multi30k",
     "encode_batch",

@@ -16,6 +16,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
+from tf_transformer.config import ConfigError
 from tf_transformer.data.config import DataConfig
 from tf_transformer.data.errors import DataError
 from tf_transformer.data.sources import open_corpus
@@ -253,6 +254,25 @@ class Tokenizer(tf.Module):
 
 
 # --------------------------------------------------------------------------------------------- training
+
+
+def check_special_ids(config) -> None:
+    """A `ConfigError` unless a `TransformerConfig` uses the ids this package's tokenizers reserve.
+
+    The one place the two sources of BOS/EOS ids meet: the tokenizers, the data pipeline and detokenization use
+    `BOS_ID` and `EOS_ID` (1, 2); the decoders and the export read `config.bos_id` and `config.eos_id`. A model
+    trained or loaded with this package's vocabulary must have both agree.
+    """
+    wrong = [
+        f"{name}={getattr(config, name)}"
+        for name, reserved in (("pad_id", PAD_ID), ("bos_id", BOS_ID), ("eos_id", EOS_ID))
+        if getattr(config, name) != reserved
+    ]
+    if wrong:
+        raise ConfigError(
+            f"{', '.join(wrong)}: this package's tokenizers reserve pad 0, BOS 1 and EOS 2, which training data and "
+            "detokenization use while decoding reads the config. Fix: leave pad_id, bos_id and eos_id at 0, 1, 2."
+        )
 
 
 def train_sentencepiece(

@@ -288,6 +288,7 @@ def _check_settings(model_config, data_config, train_config, multi_worker) -> No
     model_dir = pathlib.Path(train_config.model_dir)
     _check_same_run(model_dir, DATA_CONFIG_FILE, data_config.to_dict())
     _check_same_run(model_dir, CONFIG_FILE, model_config.to_dict(), ignore=RESUMABLE_CHANGES)
+    data_lib.check_special_ids(model_config)
     if data_config.max_length > model_config.max_length:
         raise ConfigError(
             f"max_length: the data allows {data_config.max_length} tokens a side but the model only "
