@@ -293,3 +293,28 @@ def test_a_config_whose_special_ids_differ_from_the_tokenizers_is_refused(model_
     config.replace(eos_id=5).to_json(other / "config.json")
     with pytest.raises(ConfigError, match=r"^eos_id=5: this package's tokenizers reserve .*Fix: leave"):
         load_translation_model(other)
+
+
+def test_a_relative_model_dir_resumes_and_names_the_older_checkpoint(model_dir, tmp_path, monkeypatch):
+    # The README's commands pass relative paths (--model_dir=runs/multi30k): the folder's index lists the
+    # checkpoints joined with the folder as it was given.
+    path, weights = model_dir
+    shutil.copytree(path, tmp_path / "intact")
+    shutil.copytree(path, tmp_path / "damaged")
+    monkeypatch.chdir(tmp_path)
+    config = tft.TransformerConfig.from_json("intact/config.json")
+    _, optimizer, checkpoint = trainer_checkpoint(config)
+    assert restore_newest_readable(checkpoint, "intact/checkpoints", set_aside=True) == "intact/checkpoints/ckpt-30"
+    assert int(optimizer.iterations.numpy()) == 30
+
+    damage(tmp_path / "damaged" / "checkpoints" / "ckpt-30", "truncated")
+    with pytest.raises(
+        CheckpointError, match=r"Fix: pass an older checkpoint \(--checkpoint=damaged/checkpoints/ckpt-20\)"
+    ):
+        load_translation_model("damaged")
+    model, optimizer, checkpoint = trainer_checkpoint(config)
+    assert restore_newest_readable(checkpoint, "damaged/checkpoints", set_aside=True) == "damaged/checkpoints/ckpt-20"
+    assert int(optimizer.iterations.numpy()) == 20
+    np.testing.assert_array_equal(trainable(model)[0], weights[20][0])
+    assert (tmp_path / "damaged" / "checkpoints" / "unreadable" / "ckpt-30.index").is_file()
+    assert tf.train.latest_checkpoint("damaged/checkpoints") == "damaged/checkpoints/ckpt-20"

@@ -333,8 +333,8 @@ def _resume_candidates(folder: str) -> Tuple[List[str], dict, bool]:
         return [], {}, True
     state = tf.train.get_checkpoint_state(folder)  # None, with a logged warning, if the index is unreadable
     if state is not None and state.model_checkpoint_path:
-        paths = [_absolute(path, folder) for path in state.all_model_checkpoint_paths]
-        latest = _absolute(state.model_checkpoint_path, folder)
+        paths = [_listed(path) for path in state.all_model_checkpoint_paths]
+        latest = _listed(state.model_checkpoint_path)
         if latest not in paths:
             paths.append(latest)
         timestamps = dict(zip(paths, state.all_model_checkpoint_timestamps, strict=False))
@@ -528,15 +528,16 @@ def _older_checkpoint(path: str) -> Optional[str]:
     """The checkpoint listed just before `path` in its folder's index whose files are all there, or None."""
     folder = os.path.dirname(path)
     state = tf.train.get_checkpoint_state(folder) if os.path.isdir(folder) else None
-    paths = [_absolute(p, folder) for p in state.all_model_checkpoint_paths] if state is not None else []
-    if _absolute(path, folder) not in paths:
+    paths = [_listed(p) for p in state.all_model_checkpoint_paths] if state is not None else []
+    if _listed(path) not in paths:
         return None
-    older = paths[: paths.index(_absolute(path, folder))]
+    older = paths[: paths.index(_listed(path))]
     return next((p for p in reversed(older) if checkpoint_files_problem(p) is None), None)
 
 
-def _absolute(path: str, folder: str) -> str:
-    return os.path.normpath(os.path.join(folder, path))
+def _listed(path: str) -> str:
+    """A path as `get_checkpoint_state` lists it (already joined with the folder it was asked about), normalised."""
+    return os.path.normpath(path)
 
 
 def _step_of(path: str) -> Optional[int]:
