@@ -190,3 +190,21 @@ def test_a_recorded_signal_saves_after_the_step_in_progress_and_raises(tmp_path)
     assert (raised.value.signal_number, raised.value.step) == (signal.SIGINT, 1)
     assert raised.value.checkpoint == manager.latest_checkpoint == str(tmp_path / "checkpoints" / "ckpt-1")
     assert "SIGINT received: training stopped at step 1 and saved" in str(raised.value)
+
+
+def test_checkpoints_stay_on_the_multiples_after_a_resume_mid_period(tmp_path):
+    # A signal's checkpoint (step 3 here) shifts the resumed run's epochs; the saves must not shift with them.
+    config = synthetic_task_config(num_encoder_layers=1, num_decoder_layers=1)
+    model = tft.Transformer(config)
+    model.compile(optimizer=make_optimizer(config), loss=tft.MaskedCrossEntropy(0.0, config.pad_id))
+    model.build()
+    model.optimizer.build(model.trainable_variables)
+    model.optimizer.iterations.assign(3)
+    manager = tf.train.CheckpointManager(
+        tf.train.Checkpoint(model=model, optimizer=model.optimizer), str(tmp_path / "checkpoints"), max_to_keep=5
+    )
+    callback = CheckpointEveryEpoch(manager, model.optimizer.iterations, checkpoint_every=4)
+    data = synthetic_translation_dataset("copy", 64 * 8, 8, seed=0).repeat()
+    model.fit(data, epochs=2, steps_per_epoch=4, callbacks=[callback], verbose=0)
+    assert int(model.optimizer.iterations.numpy()) == 11
+    assert [path.rsplit("-", 1)[1] for path in manager.checkpoints] == ["4", "8", "11"]

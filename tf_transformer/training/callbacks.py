@@ -112,15 +112,24 @@ class CheckpointEveryEpoch(keras.callbacks.Callback):
 
     With `stop_signals`, a SIGTERM or SIGINT it recorded makes the callback save at the end of the step in
     progress (or of the epoch, when it came during validation) and raise `TrainingInterrupted`.
+
+    With `checkpoint_every`, checkpoints stay on the multiples of it (and the last step): a run resumed from a
+    signal's checkpoint mid-period has its epochs shifted, so the save happens at the batch that reaches a
+    multiple, and an epoch end elsewhere saves nothing.
     """
 
     def __init__(
-        self, manager: tf.train.CheckpointManager, step: tf.Variable, stop_signals: Optional[StopSignals] = None
+        self,
+        manager: tf.train.CheckpointManager,
+        step: tf.Variable,
+        stop_signals: Optional[StopSignals] = None,
+        checkpoint_every: Optional[int] = None,
     ):
         super().__init__()
         self.manager = manager
         self.step = step
         self.stop_signals = stop_signals
+        self.checkpoint_every = checkpoint_every
         self.last_saved = None
 
     def on_train_begin(self, logs=None):
@@ -128,10 +137,13 @@ class CheckpointEveryEpoch(keras.callbacks.Callback):
             self.last_saved = int(self.step.numpy())
 
     def on_train_batch_end(self, batch, logs=None):
+        if self.checkpoint_every and int(self.step.numpy()) % self.checkpoint_every == 0:
+            self._save()
         self._stop_if_signalled()
 
     def on_epoch_end(self, epoch, logs=None):
-        self._save()
+        if not self.checkpoint_every or int(self.step.numpy()) % self.checkpoint_every == 0:
+            self._save()
         self._stop_if_signalled()
 
     def on_train_end(self, logs=None):

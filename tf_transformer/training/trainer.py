@@ -388,7 +388,7 @@ def _fit(model, train_dataset, valid_dataset, manager, train_config, model_dir, 
     callbacks = [
         StopOnNonFiniteLoss(),  # first: nothing else runs after a NaN batch
         StopAtStep(train_config.train_steps, step),
-        CheckpointEveryEpoch(manager, step, stop_signals),
+        CheckpointEveryEpoch(manager, step, stop_signals, train_config.checkpoint_every),
         *writers,
     ]
     if bleu is not None:
