@@ -1,12 +1,12 @@
 """Decoding a trained Transformer: greedy search, beam search (length penalty, n-best) and sampling.
 
 Every decoder encodes the source once and runs a `tf.while_loop` over the model's incremental decoder
-(`encode`, `init_cache`, `decode`), with fixed-size output buffers: one code path for eager calls,
-`tf.function` (also with `input_signature=[tf.TensorSpec([None, None], tf.int32)]`), XLA
-(`tf.function(jit_compile=True)`) and SavedModels. The self-attention caches grow by one position a step,
-except with the decoders' `jit_compile=True`, which XLA needs: fixed buffers (TensorFlow cannot tell a
-decoder that XLA will compile it, so the caller passes `jit_compile=True` to both). Wrap a decoder in a
-`tf.function` for speed.
+(`encode`, `init_cache`, `decode` and `config`: the `DecodableModel` protocol), with fixed-size output
+buffers: one code path for eager calls, `tf.function` (also with
+`input_signature=[tf.TensorSpec([None, None], tf.int32)]`), XLA (`tf.function(jit_compile=True)`) and
+SavedModels. The self-attention caches grow by one position a step, except with the decoders'
+`jit_compile=True`, which XLA needs: fixed buffers (TensorFlow cannot tell a decoder that XLA will compile
+it, so the caller passes `jit_compile=True` to both). Wrap a decoder in a `tf.function` for speed.
 
 Output convention (all decoders):
 
@@ -23,12 +23,13 @@ Output convention (all decoders):
 """
 
 from tf_transformer.decoding.beam_search import beam_search
+from tf_transformer.decoding.contract import DecodableModel
 from tf_transformer.decoding.greedy import greedy_decode
 from tf_transformer.decoding.sampling import sample_decode
 from tf_transformer.decoding.text import TextTranslator, translate_texts
 from tf_transformer.decoding.translation import METHODS, DecodeResult, translate, trim_padding
 
 __all__ = [
-    "DecodeResult", "METHODS", "TextTranslator", "beam_search", "greedy_decode", "sample_decode", "translate",
-    "translate_texts", "trim_padding",
+    "DecodableModel", "DecodeResult", "METHODS", "TextTranslator", "beam_search", "greedy_decode", "sample_decode",
+    "translate", "translate_texts", "trim_padding",
 ]  # fmt: skip

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from tf_transformer.layers.attention import GROWING_CACHE_KEYS
+from tf_transformer.layers.attention import KeyValueCache
 
 # The score of an impossible token or hypothesis: finite, so that sums and the length-penalty division
 # never produce NaN (the model's masks use the same convention). Anything below NEG_INF / 2 is "dead".
@@ -244,16 +244,37 @@ def decoding_constants(model):
     return constants() if constants is not None else {}
 
 
-def shape_invariants(loop_vars, name=None):
-    """`tf.while_loop` shape invariants: each tensor's shape, with the length axis (2) of growing caches None."""
-    if isinstance(loop_vars, dict):
-        return {key: shape_invariants(value, key) for key, value in loop_vars.items()}
-    if isinstance(loop_vars, (list, tuple)):
-        return type(loop_vars)([shape_invariants(value, name) for value in loop_vars])
-    shape = tf.TensorShape(loop_vars.shape)
-    if name in GROWING_CACHE_KEYS and shape.rank is not None:
-        return tf.TensorShape(shape[:2] + [None] + shape[3:])
-    return shape
+def shape_invariants(loop_vars):
+    """`tf.while_loop` shape invariants: each tensor's shape, each `KeyValueCache`'s own (a growing cache's
+    length axis None)."""
+    return map_cache(lambda cache: cache.shape_invariants(), lambda tensor: tf.TensorShape(tensor.shape), loop_vars)
+
+
+def tile_cache(cache, beam_size):
+    """The model's cache with a row per hypothesis (`[batch, ...]` -> `[batch * beam_size, ...]`): every
+    `KeyValueCache` tiles itself (a cross-attention cache stays one row per sentence); any other tensor
+    (a stand-in model's state) is per-hypothesis state, repeated."""
+    return map_cache(lambda kv: kv.tile(beam_size), lambda tensor: tf.repeat(tensor, beam_size, axis=0), cache)
+
+
+def reorder_cache(cache, rows):
+    """The model's cache following beam search's parents: row i takes row `rows[i]` (int32 `[batch *
+    beam_size]`), in every `KeyValueCache` that `reorder`s and in every other tensor."""
+    return map_cache(lambda kv: kv.reorder(rows), lambda tensor: tf.gather(tensor, rows, axis=0), cache)
+
+
+def map_cache(on_cache, on_tensor, structure):
+    """`structure` (nested dicts, lists, tuples and namedtuples) with `on_cache` applied to each
+    `KeyValueCache`, which knows how it is used, and `on_tensor` to every other leaf."""
+    if isinstance(structure, KeyValueCache):
+        return on_cache(structure)
+    if isinstance(structure, dict):
+        return type(structure)((key, map_cache(on_cache, on_tensor, value)) for key, value in structure.items())
+    if isinstance(structure, tuple) and hasattr(structure, "_fields"):  # a namedtuple
+        return type(structure)(*(map_cache(on_cache, on_tensor, value) for value in structure))
+    if isinstance(structure, (list, tuple)):
+        return type(structure)(map_cache(on_cache, on_tensor, value) for value in structure)
+    return on_tensor(structure)
 
 
 def decode_one_hypothesis(

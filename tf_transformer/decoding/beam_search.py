@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import tensorflow as tf
 
 from tf_transformer import rules
 from tf_transformer.decoding import _common
+from tf_transformer.decoding.contract import DecodableModel
 from tf_transformer.decoding.greedy import greedy_decode
 
 
 def beam_search(
-    model,
+    model: DecodableModel,
     source_ids,
     beam_size=4,
     length_penalty=0.6,
@@ -23,8 +26,9 @@ def beam_search(
     """Beam search (the paper: beam 4, alpha 0.6), returning the `n_best` best hypotheses per sentence.
 
     The search: the encoder runs once and the decoder's self-attention cache is tiled to `batch * beam_size`
-    rows; the cross-attention keys and values ("cross" cache entries) and the source mask keep one row per
-    sentence, shared by its hypotheses (the model's cross-attention takes `batch * beam_size` queries).
+    rows; the cross-attention keys and values (`CrossAttentionCache`s, which tile to themselves) and the
+    source mask keep one row per sentence, shared by its hypotheses (the model's cross-attention takes
+    `batch * beam_size` queries).
     Each step scores all `beam_size * vocab` extensions of the alive hypotheses and keeps the
     `2 * beam_size` best candidates (a top-k per beam, then one over the beams).
     Candidates ending in EOS that rank within the first `beam_size` move to a separate finished set
@@ -51,7 +55,7 @@ def beam_search(
     `tf.function` for speed.
 
     Args:
-        model: a `Transformer` (anything with `encode`, `init_cache`, `decode` and `config`).
+        model: a `DecodableModel` (`encode`, `init_cache`, `decode`, `config`), e.g. a `Transformer`.
         source_ids: int `[batch, source_len]`, 0 = padding.
         beam_size: hypotheses kept per sentence, >= 1.
         length_penalty: alpha >= 0; 0 ranks by the raw log-probability sum.
@@ -108,20 +112,35 @@ def beam_search(
     return _beam_search_loop(model, source_ids, beam_size, length_penalty, plan, n_best, jit_compile)
 
 
+class BeamState(NamedTuple):
+    """The loop state of beam search (`tf.nest` treats a namedtuple as a structure, so `tf.while_loop`
+    carries it).
+
+    step: int32 scalar, the position being decoded.
+    tokens: int32 `[batch, beam]`, each alive hypothesis's last token (BOS at step 0).
+    cache: the model's decoder cache, one row per hypothesis (cross-attention: one per sentence).
+    alive_ids: int32 `[batch, beam, T]`, the alive hypotheses.
+    alive_log_probs: float32 `[batch, beam]`, their log-probability sums, best first (NEG_INF: dead).
+    finished_ids: int32 `[batch, beam, T]`, the finished hypotheses, best first.
+    finished_scores: float32 `[batch, beam]`, their length-penalised scores (NEG_INF: empty slot).
+    finished_flags: bool `[batch, beam]`, which finished slots hold a hypothesis.
+    done: bool `[batch]`, the sentences whose finished set is final.
+    """
+
+    step: tf.Tensor
+    tokens: tf.Tensor
+    cache: object
+    alive_ids: tf.Tensor
+    alive_log_probs: tf.Tensor
+    finished_ids: tf.Tensor
+    finished_scores: tf.Tensor
+    finished_flags: tf.Tensor
+    done: tf.Tensor
+
+
 def _tile_beams(tensor, beam_size):
     """`[batch, ...]` -> `[batch * beam_size, ...]`, row b * beam_size + j for beam j of sentence b."""
     return tf.repeat(tensor, beam_size, axis=0)
-
-
-def _map_self_attention(function, cache):
-    """`function` applied to every cache tensor except the cross-attention ("cross") entries: those hold the
-    sentence's keys and values, one row per sentence, shared by all its beams (so neither tiled nor
-    reordered)."""
-    if isinstance(cache, dict):
-        return {key: value if key == "cross" else _map_self_attention(function, value) for key, value in cache.items()}
-    if isinstance(cache, (list, tuple)):
-        return type(cache)(_map_self_attention(function, value) for value in cache)
-    return function(cache)
 
 
 def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best, jit_compile=False):
@@ -138,20 +157,21 @@ def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best, jit_com
     # Self-attention caches get a row per hypothesis; cross-attention keys stay one row per sentence, shared
     # by its beam_size hypotheses (consecutive rows), as the model's cross-attention allows.
     cache = _common.init_decoding_cache(model, memory, plan, jit_compile)
-    cache = _map_self_attention(lambda t: _tile_beams(t, beam_size), cache)
+    cache = _common.tile_cache(cache, beam_size)
     constants = _common.decoding_constants(model)
     # Row offset of each sentence's beams in the flattened [batch * beam_size] cache.
     row_offsets = (tf.range(batch_size) * beam_size)[:, tf.newaxis]
     ranks = tf.range(2 * beam_size)[tf.newaxis]
     row_caps, row_min_length = _tile_beams(caps, beam_size), _tile_beams(plan.min_length, beam_size)
 
-    def body(step, tokens, cache, alive_ids, alive_log_probs, finished_ids, finished_scores, finished_flags, done):
+    def body(state: BeamState) -> tuple[BeamState]:
+        step = state.step
         logits, new_cache = model.decode(
-            tf.reshape(tokens, [-1, 1]),
+            tf.reshape(state.tokens, [-1, 1]),
             None,
             memory_mask,
             training=False,
-            cache=cache,
+            cache=state.cache,
             decode_index=step,
             **constants,
         )
@@ -165,11 +185,11 @@ def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best, jit_com
         # -1 for the batch keeps its static size (a loop variable's shape may not change).
         beam_log_probs = tf.reshape(beam_log_probs, [-1, beam_size, per_beam])
         beam_tokens = tf.reshape(beam_tokens, [-1, beam_size, per_beam])
-        candidates = tf.reshape(alive_log_probs[:, :, tf.newaxis] + beam_log_probs, [-1, beam_size * per_beam])
+        candidates = tf.reshape(state.alive_log_probs[:, :, tf.newaxis] + beam_log_probs, [-1, beam_size * per_beam])
         top_log_probs, top_index = tf.math.top_k(candidates, k=2 * beam_size)
         top_beams = top_index // per_beam
         top_tokens = tf.gather(tf.reshape(beam_tokens, [-1, beam_size * per_beam]), top_index, batch_dims=1)
-        top_ids = _common.write_column(tf.gather(alive_ids, top_beams, batch_dims=1), step, top_tokens)
+        top_ids = _common.write_column(tf.gather(state.alive_ids, top_beams, batch_dims=1), step, top_tokens)
         ends = tf.equal(top_tokens, config.eos_id)
         live = top_log_probs > _common.NEG_INF / 2
 
@@ -179,52 +199,55 @@ def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best, jit_com
         alive_ids = tf.gather(top_ids, picked, batch_dims=1)
         tokens = tf.gather(top_tokens, picked, batch_dims=1)
         rows = tf.reshape(row_offsets + tf.gather(top_beams, picked, batch_dims=1), [-1])
-        new_cache = _map_self_attention(lambda t: tf.gather(t, rows, axis=0), new_cache)  # follow the parents
+        new_cache = _common.reorder_cache(new_cache, rows)  # follow the parents
 
         # Finished: EOS candidates within the beam (the first beam_size ranks), merged into the sorted set.
         # Existing entries come first, so a tie keeps them; done sentences take no more hypotheses.
-        new_finished = ends & live & (ranks < beam_size) & tf.logical_not(done)[:, tf.newaxis]
+        new_finished = ends & live & (ranks < beam_size) & tf.logical_not(state.done)[:, tf.newaxis]
         new_scores = tf.where(new_finished, top_log_probs / _common.length_penalty(step + 1, alpha), _common.NEG_INF)
-        finished_scores, kept = tf.math.top_k(tf.concat([finished_scores, new_scores], axis=1), k=beam_size)
-        finished_ids = tf.gather(tf.concat([finished_ids, top_ids], axis=1), kept, batch_dims=1)
-        finished_flags = tf.gather(tf.concat([finished_flags, new_finished], axis=1), kept, batch_dims=1)
+        finished_scores, kept = tf.math.top_k(tf.concat([state.finished_scores, new_scores], axis=1), k=beam_size)
+        finished_ids = tf.gather(tf.concat([state.finished_ids, top_ids], axis=1), kept, batch_dims=1)
+        finished_flags = tf.gather(tf.concat([state.finished_flags, new_finished], axis=1), kept, batch_dims=1)
 
         # Done: n_best finished and no alive hypothesis can beat the n_best-th, or the length limit reached.
         enough = tf.reduce_sum(tf.cast(finished_flags, tf.int32), axis=1) >= n_best
         best_possible = alive_log_probs[:, 0] / max_penalty
-        done = done | (enough & (best_possible <= finished_scores[:, n_best - 1])) | (step + 1 >= caps)
+        done = state.done | (enough & (best_possible <= finished_scores[:, n_best - 1])) | (step + 1 >= caps)
+        # A 1-tuple: tf.while_loop calls body(*loop_vars) and wants the same structure back.
         return (
-            step + 1,
-            tokens,
-            _common.keep_shapes(new_cache, cache),
-            alive_ids,
-            alive_log_probs,
-            finished_ids,
-            finished_scores,
-            finished_flags,
-            done,
+            BeamState(
+                step=step + 1,
+                tokens=tokens,
+                cache=_common.keep_shapes(new_cache, state.cache),
+                alive_ids=alive_ids,
+                alive_log_probs=alive_log_probs,
+                finished_ids=finished_ids,
+                finished_scores=finished_scores,
+                finished_flags=finished_flags,
+                done=done,
+            ),
         )
 
-    def cond(step, *state):
-        return (step < plan.num_steps) & tf.logical_not(tf.reduce_all(state[-1]))
+    def cond(state: BeamState):
+        return (state.step < plan.num_steps) & tf.logical_not(tf.reduce_all(state.done))
 
     # Only the first beam is live at the start: the others would duplicate it.
     first_beam_only = tf.where(tf.range(beam_size) == 0, 0.0, _common.NEG_INF)
     empty_ids = tf.zeros([batch_size, beam_size, plan.buffer_length], tf.int32)
-    initial = (
-        tf.constant(0),
-        tf.fill([batch_size, beam_size], tf.constant(config.bos_id, tf.int32)),
-        cache,
-        empty_ids,
-        tf.tile(first_beam_only[tf.newaxis], [batch_size, 1]),
-        empty_ids,
-        tf.fill([batch_size, beam_size], tf.constant(_common.NEG_INF, tf.float32)),
-        tf.zeros([batch_size, beam_size], tf.bool),
-        tf.zeros([batch_size], tf.bool),
+    initial = BeamState(
+        step=tf.constant(0),
+        tokens=tf.fill([batch_size, beam_size], tf.constant(config.bos_id, tf.int32)),
+        cache=cache,
+        alive_ids=empty_ids,
+        alive_log_probs=tf.tile(first_beam_only[tf.newaxis], [batch_size, 1]),
+        finished_ids=empty_ids,
+        finished_scores=tf.fill([batch_size, beam_size], tf.constant(_common.NEG_INF, tf.float32)),
+        finished_flags=tf.zeros([batch_size, beam_size], tf.bool),
+        done=tf.zeros([batch_size], tf.bool),
     )
-    _, _, _, alive_ids, alive_log_probs, finished_ids, finished_scores, finished_flags, _ = _common.while_loop(
-        cond, body, initial, jit_compile
-    )
+    (final,) = _common.while_loop(cond, body, (initial,), jit_compile)
+    alive_ids, alive_log_probs = final.alive_ids, final.alive_log_probs
+    finished_ids, finished_scores, finished_flags = final.finished_ids, final.finished_scores, final.finished_flags
 
     # A sentence that finished nothing returns its alive hypotheses, scored at the length they reached.
     has_finished = tf.reduce_any(finished_flags, axis=1)

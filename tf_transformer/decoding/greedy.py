@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from tf_transformer import rules
 from tf_transformer.decoding import _common
+from tf_transformer.decoding.contract import DecodableModel
 
 
 def greedy_decode(
-    model,
+    model: DecodableModel,
     source_ids,
     max_decode_length=None,
     extra_decode_length=rules.EXTRA_DECODE_LENGTH,
@@ -23,7 +24,7 @@ def greedy_decode(
     `tf.function` for speed.
 
     Args:
-        model: a `Transformer` (anything with `encode`, `init_cache`, `decode` and `config`).
+        model: a `DecodableModel` (`encode`, `init_cache`, `decode`, `config`), e.g. a `Transformer`.
         source_ids: int `[batch, source_len]`, 0 = padding.
         max_decode_length: the most output tokens (EOS included) of every sentence, an int or an int
             scalar tensor (e.g. a SavedModel input); None means each sentence's source length

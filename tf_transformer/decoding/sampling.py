@@ -9,12 +9,13 @@ import tensorflow as tf
 
 from tf_transformer import rules
 from tf_transformer.decoding import _common
+from tf_transformer.decoding.contract import DecodableModel
 
 _TINY = float(np.finfo(np.float32).tiny)  # uniform noise in [tiny, 1): the Gumbel transform stays finite
 
 
 def sample_decode(
-    model,
+    model: DecodableModel,
     source_ids,
     temperature=1.0,
     top_k=0,
@@ -38,7 +39,7 @@ def sample_decode(
     (`tf.function(jit_compile=True)`, passing `jit_compile=True` here too).
 
     Args:
-        model: a `Transformer` (anything with `encode`, `init_cache`, `decode` and `config`).
+        model: a `DecodableModel` (`encode`, `init_cache`, `decode`, `config`), e.g. a `Transformer`.
         source_ids: int `[batch, source_len]`, 0 = padding.
         temperature: float >= 0; < 1 sharpens, > 1 flattens the distribution, 0 takes the argmax.
         top_k: int >= 0; sample among the k most probable tokens only (0 = all).

@@ -9,8 +9,60 @@ from tf_transformer.layers import masking
 from tf_transformer.layers._ops import dense
 
 # The names of a growing self-attention cache's tensors (`empty_cache(..., max_length=None)`); a fixed buffer
-# uses "key" and "value". Decoders relax the length axis of these in their loops' shape invariants.
+# and a cross-attention cache use "key" and "value". The cache's type, not these names, says how it is used.
 GROWING_CACHE_KEYS = ("past_key", "past_value")
+
+
+class KeyValueCache(dict):
+    """Keys and values `[batch, num_heads, length, d_k or d_v]` of one attention layer, for decoding.
+
+    A dict of tensors (what `tf.nest`, `tf.while_loop` and Keras pass through unchanged, keeping the type),
+    whose subclass says how `MultiHeadAttention.call` uses it and how a decoder handles it: `tile` and
+    `reorder` for beam search's hypotheses, `shape_invariants` for a `tf.while_loop`. Tensors only, no
+    variables. Subclasses: `SelfAttentionBuffer`, `GrowingSelfAttentionCache`, `CrossAttentionCache`.
+    """
+
+    def tile(self, beam_size):
+        """`[batch, ...]` -> `[batch * beam_size, ...]`, row b * beam_size + j for hypothesis j of sentence b."""
+        return type(self)((name, tf.repeat(tensor, beam_size, axis=0)) for name, tensor in self.items())
+
+    def reorder(self, rows):
+        """The rows `rows` (int32 `[batch * beam_size]`): each hypothesis takes its parent's cache."""
+        return type(self)((name, tf.gather(tensor, rows, axis=0)) for name, tensor in self.items())
+
+    def shape_invariants(self):
+        """The `tf.while_loop` shape invariants of this cache: its tensors' shapes."""
+        return type(self)((name, tf.TensorShape(tensor.shape)) for name, tensor in self.items())
+
+
+class SelfAttentionBuffer(KeyValueCache):
+    """A fixed self-attention buffer `{"key": [batch, num_heads, max_len, d_k], "value": [..., d_v]}`, written
+    in place at each call's `decode_index`. Its shape never changes, which XLA needs."""
+
+
+class GrowingSelfAttentionCache(KeyValueCache):
+    """A growing self-attention cache `{"past_key": [batch, num_heads, decode_index, d_k], "past_value": [...,
+    d_v]}` that each call extends by its new positions. Its length axis varies across a `tf.while_loop`."""
+
+    def shape_invariants(self):
+        return type(self)((name, tf.TensorShape(_relax_length(tensor.shape))) for name, tensor in self.items())
+
+
+class CrossAttentionCache(KeyValueCache):
+    """The keys and values `{"key": [batch, num_heads, key_len, d_k], "value": [..., d_v]}` of a memory
+    (`compute_key_value`), one row per sentence. Beam search's hypotheses of a sentence share its row (the
+    layer takes `batch * k` queries against it), so `tile` and `reorder` leave it as it is."""
+
+    def tile(self, beam_size):
+        return self
+
+    def reorder(self, rows):
+        return self
+
+
+def _relax_length(shape):
+    shape = tf.TensorShape(shape)
+    return shape if shape.rank is None else shape[:2] + [None] + shape[3:]
 
 
 @keras.saving.register_keras_serializable(package="tf_transformer")
@@ -36,12 +88,13 @@ class MultiHeadAttention(keras.layers.Layer):
         value: `[batch, key_len, d_value]` for cross-attention; None for self-attention over `query`.
         attention_mask: boolean, broadcastable to `[batch, num_heads, query_len, key_len]`,
             True where the query may attend (see `tf_transformer.layers.masking`).
-        cache: for decoding. With `decode_index`: a self-attention cache from `empty_cache`, either a fixed
-            buffer `{"key": [batch, num_heads, max_len, d_k], "value": [..., d_v]}` where the keys and values
-            of `query` are written at positions `decode_index ...`, or a growing cache `{"past_key":
-            [batch, num_heads, decode_index, d_k], "past_value": [..., d_v]}` that they extend; the query
-            attends causally to the cache (positions after its own are masked). Without `decode_index`: keys
-            and values precomputed by `compute_key_value(memory)` for cross-attention; `value` must then be
+        cache: for decoding; its type (see `KeyValueCache`) says the mode. A self-attention cache from
+            `empty_cache`, with `decode_index`: either a `SelfAttentionBuffer` `{"key": [batch, num_heads,
+            max_len, d_k], "value": [..., d_v]}` where the keys and values of `query` are written at positions
+            `decode_index ...`, or a `GrowingSelfAttentionCache` `{"past_key": [batch, num_heads, decode_index,
+            d_k], "past_value": [..., d_v]}` that they extend; the query attends causally to the cache
+            (positions after its own are masked). Or a `CrossAttentionCache` from `compute_key_value(memory)`,
+            without `decode_index`: keys and values precomputed for cross-attention; `value` must then be
             None. Such a cache of `cache_batch` rows also serves a query of `cache_batch * k` rows, each k
             consecutive rows sharing one cache row (beam search's hypotheses of a sentence), with an
             `attention_mask` of `cache_batch` rows.
@@ -122,32 +175,38 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def compute_key_value(self, value):
         """Keys and values `[batch, num_heads, key_len, d_k or d_v]` of `value` `[batch, key_len, d_value]`:
-        the cache of cross-attention."""
+        the cache of cross-attention, a `CrossAttentionCache`."""
         # Also called outside `call` (to fill a decoding cache), where Keras does not autocast.
         dtype = self.compute_dtype
         bias = tf.cast(self.key_value_bias, dtype) if self.use_bias else None
         key_value = dense(tf.cast(value, dtype), tf.cast(self.key_value_kernel, dtype), bias)
         key, value = tf.split(key_value, [self.num_heads * self.key_dim, self.num_heads * self.value_dim], axis=-1)
-        return {"key": self._split_heads(key, self.key_dim), "value": self._split_heads(value, self.value_dim)}
+        key, value = self._split_heads(key, self.key_dim), self._split_heads(value, self.value_dim)
+        return CrossAttentionCache(key=key, value=value)
 
     def empty_cache(self, batch_size, max_length, dtype=None):
         """An empty self-attention cache for incremental decoding.
 
-        With `max_length` (an int or int scalar tensor): a fixed zero buffer `{"key": [batch_size, num_heads,
-        max_length, d_k], "value": [..., d_v]}`, written in place at each call's `decode_index`. Its shape never
-        changes, which XLA needs, but every step rewrites the whole buffer.
+        With `max_length` (an int or int scalar tensor): a `SelfAttentionBuffer`, zeros `{"key": [batch_size,
+        num_heads, max_length, d_k], "value": [..., d_v]}`, written in place at each call's `decode_index`. Its
+        shape never changes, which XLA needs, but every step rewrites the whole buffer.
 
-        With `max_length=None`: a growing cache `{"past_key": [batch_size, num_heads, 0, d_k], "past_value":
-        [..., d_v]}` that each call extends by its new positions, so a step copies only the filled part. A
-        `tf.while_loop` carrying it needs the shape invariant `[batch, num_heads, None, d]` on its length axis
-        (the decoders give it); it does not compile under XLA.
+        With `max_length=None`: a `GrowingSelfAttentionCache` `{"past_key": [batch_size, num_heads, 0, d_k],
+        "past_value": [..., d_v]}` that each call extends by its new positions, so a step copies only the
+        filled part. A `tf.while_loop` carrying it needs the shape invariant `[batch, num_heads, None, d]` on
+        its length axis (its `shape_invariants()`, which the decoders use); it does not compile under XLA.
         """
         dtype = dtype or self.compute_dtype
-        names, length = (GROWING_CACHE_KEYS, 0) if max_length is None else (("key", "value"), max_length)
-        return {
-            names[0]: tf.zeros([batch_size, self.num_heads, length, self.key_dim], dtype),
-            names[1]: tf.zeros([batch_size, self.num_heads, length, self.value_dim], dtype),
-        }
+        if max_length is None:
+            cache_type, names, length = GrowingSelfAttentionCache, GROWING_CACHE_KEYS, 0
+        else:
+            cache_type, names, length = SelfAttentionBuffer, ("key", "value"), max_length
+        return cache_type(
+            {
+                names[0]: tf.zeros([batch_size, self.num_heads, length, self.key_dim], dtype),
+                names[1]: tf.zeros([batch_size, self.num_heads, length, self.value_dim], dtype),
+            }
+        )
 
     def call(
         self,
@@ -159,10 +218,10 @@ class MultiHeadAttention(keras.layers.Layer):
         training=None,
         return_attention_scores=False,
     ):
-        incremental = cache is not None and decode_index is not None
-        precomputed = cache is not None and decode_index is None
-        if precomputed and value is not None:
-            raise ValueError("A precomputed key/value cache replaces `value`: pass value=None with it.")
+        growing = isinstance(cache, GrowingSelfAttentionCache)
+        incremental = growing or isinstance(cache, SelfAttentionBuffer)
+        precomputed = isinstance(cache, CrossAttentionCache)
+        _check_cache(cache, incremental, precomputed, value, decode_index)
         is_self_attention = value is None and not precomputed
 
         query_heads = dense(query, self.query_kernel, self.query_bias if self.use_bias else None)
@@ -177,14 +236,15 @@ class MultiHeadAttention(keras.layers.Layer):
             key_value = cache
         else:
             key_value = self.compute_key_value(query if value is None else value)
-        growing = incremental and GROWING_CACHE_KEYS[0] in cache
         if growing:
             key_value = {
                 name: tf.concat([cache[past], key_value[name]], axis=2)
                 for name, past in zip(("key", "value"), GROWING_CACHE_KEYS, strict=True)
             }
         elif incremental:
-            key_value = {name: _write_at(cache[name], key_value[name], decode_index) for name in key_value}
+            key_value = SelfAttentionBuffer(
+                (name, _write_at(cache[name], key_value[name], decode_index)) for name in key_value
+            )
 
         # [batch, num_heads, query_len, key_len]
         logits = tf.matmul(query_heads, key_value["key"], transpose_b=True)
@@ -220,7 +280,9 @@ class MultiHeadAttention(keras.layers.Layer):
 
         results = [output]
         if growing:
-            results.append(dict(zip(GROWING_CACHE_KEYS, (key_value["key"], key_value["value"]), strict=True)))
+            results.append(
+                GrowingSelfAttentionCache(zip(GROWING_CACHE_KEYS, (key_value["key"], key_value["value"]), strict=True))
+            )
         elif incremental:
             results.append(key_value)
         if return_attention_scores:
@@ -242,6 +304,30 @@ class MultiHeadAttention(keras.layers.Layer):
             use_bias=self.use_bias,
         )
         return config
+
+
+def _check_cache(cache, incremental, precomputed, value, decode_index):
+    """Errors for a cache that `MultiHeadAttention.call` cannot use with the other arguments."""
+    if cache is None:
+        return
+    if not (incremental or precomputed):
+        raise TypeError(
+            f"cache: expected a KeyValueCache (SelfAttentionBuffer, GrowingSelfAttentionCache or "
+            f"CrossAttentionCache), got {type(cache).__name__}. Fix: make it with `empty_cache` (self-attention) "
+            "or `compute_key_value` (cross-attention), and pass on the cache each call returns."
+        )
+    if incremental and decode_index is None:
+        raise ValueError(
+            f"cache: a {type(cache).__name__} needs `decode_index`, the position of the first query. "
+            "Fix: pass decode_index, or a `compute_key_value` cache for cross-attention."
+        )
+    if precomputed and decode_index is not None:
+        raise ValueError(
+            "cache: a CrossAttentionCache takes no `decode_index` (it holds a memory's keys, not a sequence's). "
+            "Fix: pass decode_index=None, or an `empty_cache` cache for incremental self-attention."
+        )
+    if precomputed and value is not None:
+        raise ValueError("A precomputed key/value cache replaces `value`: pass value=None with it.")
 
 
 def _write_at(cache, update, index):

@@ -35,7 +35,8 @@ class Transformer(keras.Model):
     Decoding building blocks: `encode(source_ids)` -> `(memory, memory_mask)`; `init_cache(memory,
     max_length)`; `decode(target_ids, memory, memory_mask, cache=..., decode_index=i)` -> logits of the
     new positions and the updated cache, equal to what the full `call` gives at those positions;
-    `decoding_constants()`, extra `decode` arguments that a decoding loop computes once.
+    `decoding_constants()`, extra `decode` arguments that a decoding loop computes once. Together they are
+    the contract the decoders rely on, `tf_transformer.decoding.DecodableModel`.
     `attention_weights(source_ids, target_ids)` returns every layer's attention weights, for plots.
 
     Example:
@@ -125,7 +126,9 @@ class Transformer(keras.Model):
         """Per-layer decoder caches for up to `max_length` target tokens (cross-attention keys computed once).
 
         `max_length=None` gives growing self-attention caches, cheaper per step in graph mode but not
-        compilable by XLA (see `MultiHeadAttention.empty_cache`).
+        compilable by XLA (see `MultiHeadAttention.empty_cache`). One `{"self": ..., "cross": ...}` per layer,
+        each a typed `KeyValueCache` (`tf_transformer.layers.attention`) that tiles, reorders and states its
+        loop shape invariants itself.
         """
         if not self.built:
             self.build()  # the cache needs the attention weights, which a first call would otherwise create
