@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from tf_transformer.layers.attention import KeyValueCache
+from tf_transformer.layers import KeyValueCache
 
 # The score of an impossible token or hypothesis: finite, so that sums and the length-penalty division
 # never produce NaN (the model's masks use the same convention). Anything below NEG_INF / 2 is "dead".

@@ -1,6 +1,12 @@
 """Keras 3 layers of the Transformer, one public layer per module."""
 
 from tf_transformer.layers import masking
+from tf_transformer.layers._cache import (
+    CrossAttentionCache,
+    GrowingSelfAttentionCache,
+    KeyValueCache,
+    SelfAttentionBuffer,
+)
 from tf_transformer.layers.attention import MultiHeadAttention
 from tf_transformer.layers.decoder import Decoder
 from tf_transformer.layers.decoder_layer import DecoderLayer
@@ -12,13 +18,17 @@ from tf_transformer.layers.position import SinusoidalPositionEncoding, sinusoida
 from tf_transformer.layers.position_embedding import LearnedPositionEmbedding
 
 __all__ = [
+    "CrossAttentionCache",
     "Decoder",
     "DecoderLayer",
     "Encoder",
     "EncoderLayer",
     "FeedForward",
+    "GrowingSelfAttentionCache",
+    "KeyValueCache",
     "LearnedPositionEmbedding",
     "MultiHeadAttention",
+    "SelfAttentionBuffer",
     "SinusoidalPositionEncoding",
     "TokenEmbedding",
     "masking",

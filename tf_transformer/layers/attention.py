@@ -6,63 +6,13 @@ import keras
 import tensorflow as tf
 
 from tf_transformer.layers import masking
+from tf_transformer.layers._cache import (
+    GROWING_CACHE_KEYS,
+    CrossAttentionCache,
+    GrowingSelfAttentionCache,
+    SelfAttentionBuffer,
+)
 from tf_transformer.layers._ops import dense
-
-# The names of a growing self-attention cache's tensors (`empty_cache(..., max_length=None)`); a fixed buffer
-# and a cross-attention cache use "key" and "value". The cache's type, not these names, says how it is used.
-GROWING_CACHE_KEYS = ("past_key", "past_value")
-
-
-class KeyValueCache(dict):
-    """Keys and values `[batch, num_heads, length, d_k or d_v]` of one attention layer, for decoding.
-
-    A dict of tensors (what `tf.nest`, `tf.while_loop` and Keras pass through unchanged, keeping the type),
-    whose subclass says how `MultiHeadAttention.call` uses it and how a decoder handles it: `tile` and
-    `reorder` for beam search's hypotheses, `shape_invariants` for a `tf.while_loop`. Tensors only, no
-    variables. Subclasses: `SelfAttentionBuffer`, `GrowingSelfAttentionCache`, `CrossAttentionCache`.
-    """
-
-    def tile(self, beam_size):
-        """`[batch, ...]` -> `[batch * beam_size, ...]`, row b * beam_size + j for hypothesis j of sentence b."""
-        return type(self)((name, tf.repeat(tensor, beam_size, axis=0)) for name, tensor in self.items())
-
-    def reorder(self, rows):
-        """The rows `rows` (int32 `[batch * beam_size]`): each hypothesis takes its parent's cache."""
-        return type(self)((name, tf.gather(tensor, rows, axis=0)) for name, tensor in self.items())
-
-    def shape_invariants(self):
-        """The `tf.while_loop` shape invariants of this cache: its tensors' shapes."""
-        return type(self)((name, tf.TensorShape(tensor.shape)) for name, tensor in self.items())
-
-
-class SelfAttentionBuffer(KeyValueCache):
-    """A fixed self-attention buffer `{"key": [batch, num_heads, max_len, d_k], "value": [..., d_v]}`, written
-    in place at each call's `decode_index`. Its shape never changes, which XLA needs."""
-
-
-class GrowingSelfAttentionCache(KeyValueCache):
-    """A growing self-attention cache `{"past_key": [batch, num_heads, decode_index, d_k], "past_value": [...,
-    d_v]}` that each call extends by its new positions. Its length axis varies across a `tf.while_loop`."""
-
-    def shape_invariants(self):
-        return type(self)((name, tf.TensorShape(_relax_length(tensor.shape))) for name, tensor in self.items())
-
-
-class CrossAttentionCache(KeyValueCache):
-    """The keys and values `{"key": [batch, num_heads, key_len, d_k], "value": [..., d_v]}` of a memory
-    (`compute_key_value`), one row per sentence. Beam search's hypotheses of a sentence share its row (the
-    layer takes `batch * k` queries against it), so `tile` and `reorder` leave it as it is."""
-
-    def tile(self, beam_size):
-        return self
-
-    def reorder(self, rows):
-        return self
-
-
-def _relax_length(shape):
-    shape = tf.TensorShape(shape)
-    return shape if shape.rank is None else shape[:2] + [None] + shape[3:]
 
 
 @keras.saving.register_keras_serializable(package="tf_transformer")
