@@ -117,6 +117,8 @@ def test_a_lost_worker_stops_the_other_a_sigterm_stops_both_after_a_save_and_a_r
     for output in outputs:
         assert f"interrupted: SIGTERM received: training stopped at step {stopped} and " in output, output[-3000:]
         assert "Traceback" not in output
+    assert f"and saved {model_dir / 'checkpoints' / f'ckpt-{stopped}'}." in outputs[0]
+    assert "and the chief saved a checkpoint." in outputs[1]
 
     # And again, to the end: both resume from the signal's checkpoint and finish in lockstep.
     processes, logs = start_workers(

@@ -109,7 +109,9 @@ def fit_multi_worker(
             shutil.rmtree(worker_manager.directory, ignore_errors=True)
 
     counter_dir = tempfile.mkdtemp(prefix="tf_transformer_preemption_")
-    preemption = _preemption_handler(strategy, save, stop_signals, optimizer, manager, counter_dir)
+    preemption = _preemption_handler(
+        strategy, save, stop_signals, optimizer, manager if is_chief else None, counter_dir
+    )
     writer = tf.summary.create_file_writer(log_dir) if is_chief else tf.summary.create_noop_writer()
     history, window = [], []
     step = int(optimizer.iterations.numpy())
@@ -145,6 +147,9 @@ def fit_multi_worker(
 def _preemption_handler(strategy, save, stop_signals, optimizer, manager, counter_dir):
     """TensorFlow's PreemptionCheckpointHandler, fed by `stop_signals` and saving through `save`.
 
+    `manager` is the chief's (the model directory's) on the chief, None on the other workers, whose saves go to
+    a temporary folder: their `TrainingInterrupted` names no checkpoint.
+
     The handler agrees on a step across the workers and calls `save` on each there. Its own checkpoint (of
     its run counter) would go into `counter_dir`, a private temporary folder, but is never written: `save_fn`
     replaces its save, so every worker starts each process at count 0, as the handler's step agreement
@@ -155,7 +160,8 @@ def _preemption_handler(strategy, save, stop_signals, optimizer, manager, counte
 
     def stop():
         received = stop_signals.received or signal.SIGTERM  # a peer's signal: the cluster is being stopped
-        raise TrainingInterrupted(received, int(optimizer.iterations.numpy()), manager.latest_checkpoint)
+        checkpoint = manager.latest_checkpoint if manager is not None else None
+        raise TrainingInterrupted(received, int(optimizer.iterations.numpy()), checkpoint)
 
     counter_manager = tf.train.CheckpointManager(tf.train.Checkpoint(), counter_dir, max_to_keep=1)
     config = tf.distribute.experimental.TerminationConfig(
