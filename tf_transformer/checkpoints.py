@@ -261,21 +261,19 @@ def read_checkpoint(checkpoint: tf.train.Checkpoint, path: str, *, partial: bool
         CheckpointError: the files are missing, truncated or corrupted (`unreadable` True), or they hold other
             weights (False). The message names the checkpoint and what is wrong; callers add the fix.
     """
-    problem = checkpoint_files_problem(path)
-    if problem is None:
+
+    def restore(path):
         try:
             status = checkpoint.read(path).expect_partial() if partial else checkpoint.restore(path)
             status.assert_existing_objects_matched()
-            return
-        except _DAMAGED_FILE_ERRORS as error:
-            problem = _describe_read_error(error)
         except (AssertionError, ValueError) as error:
             raise CheckpointError(
                 f"checkpoint {path} does not hold the weights of the model in config.json ({_first_line(error)}).",
                 path,
                 unreadable=False,
             ) from None
-    raise CheckpointError(f"checkpoint {path} cannot be read: {problem}.", path)
+
+    _read_or_raise(path, restore)
 
 
 def restore_newest_readable(checkpoint: tf.train.Checkpoint, folder: PathLike, *, set_aside: bool) -> Optional[str]:
@@ -302,7 +300,7 @@ def restore_newest_readable(checkpoint: tf.train.Checkpoint, folder: PathLike, *
         try:
             # Every tensor is read once before the restore, so that a damaged file never leaves the variables
             # half-assigned (or a deferred restoration queued) for the older checkpoint to miss.
-            _read_every_tensor(path)
+            _read_or_raise(path, _read_every_tensor)
             read_checkpoint(checkpoint, path)
         except CheckpointError as error:
             logger.warning("%s Trying the next older checkpoint.", error)
@@ -383,17 +381,22 @@ def _write_index(folder: str, paths: List[str], timestamps: dict) -> None:
     write_atomically(os.path.join(folder, "checkpoint"), "\n".join(lines) + "\n")
 
 
-def _read_every_tensor(path: str) -> None:
+def _read_or_raise(path: str, read) -> None:
+    """Runs `read(path)` on a checkpoint after checking its files; a damaged file is a `CheckpointError`."""
     problem = checkpoint_files_problem(path)
     if problem is None:
         try:
-            reader = tf.train.load_checkpoint(path)
-            for name in reader.get_variable_to_shape_map():
-                reader.get_tensor(name)
+            read(path)
             return
         except _DAMAGED_FILE_ERRORS as error:
             problem = _describe_read_error(error)
     raise CheckpointError(f"checkpoint {path} cannot be read: {problem}.", path)
+
+
+def _read_every_tensor(path: str) -> None:
+    reader = tf.train.load_checkpoint(path)
+    for name in reader.get_variable_to_shape_map():
+        reader.get_tensor(name)
 
 
 def _describe_read_error(error: Exception) -> str:
