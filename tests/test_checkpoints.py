@@ -59,6 +59,15 @@ def model_dir(tmp_path_factory, multi30k_dir):
     return path, weights
 
 
+def copy_model_dir(path, target, **config_changes):
+    """A copy of the module's model directory at `target`, its config.json changed by `config_changes`."""
+    shutil.copytree(path, target)
+    if config_changes:
+        config = tft.TransformerConfig.from_json(target / "config.json")
+        config.replace(**config_changes).to_json(target / "config.json")
+    return target
+
+
 def trainable(model):
     return [variable.numpy() for variable in model.trainable_variables]
 
@@ -140,10 +149,8 @@ def test_missing_pieces_are_named(model_dir, tmp_path):
 
 def test_a_checkpoint_of_another_architecture_is_refused(model_dir, tmp_path):
     path, _ = model_dir
-    other = tmp_path / "other"
-    shutil.copytree(path, other)
-    config = tft.TransformerConfig.from_json(other / "config.json")
-    config.replace(d_ff=48).to_json(other / "config.json")
+    other = copy_model_dir(path, tmp_path / "other", d_ff=48)
+    config = tft.TransformerConfig.from_json(path / "config.json")
     with pytest.raises(ValueError, match="(?s)does not hold the weights of the model in config.json.*Fix"):
         load_translation_model(other)
     config.replace(num_decoder_layers=2).to_json(other / "config.json")
@@ -192,8 +199,7 @@ def trainer_checkpoint(config):
 @pytest.mark.parametrize("how", ["truncated", "deleted", "corrupted index"])
 def test_a_damaged_latest_checkpoint_is_named_with_an_older_one_to_load(model_dir, tmp_path, how):
     path, _ = model_dir
-    damaged = tmp_path / "damaged"
-    shutil.copytree(path, damaged)
+    damaged = copy_model_dir(path, tmp_path / "damaged")
     damage(damaged / "checkpoints" / "ckpt-30", how)
     older = damaged / "checkpoints" / "ckpt-20"
     with pytest.raises(CheckpointError) as raised:
@@ -211,8 +217,7 @@ def test_a_damaged_latest_checkpoint_is_named_with_an_older_one_to_load(model_di
 
 def test_resuming_skips_a_damaged_latest_checkpoint_and_sets_its_files_aside(model_dir, tmp_path, caplog):
     path, weights = model_dir
-    damaged = tmp_path / "damaged"
-    shutil.copytree(path, damaged)
+    damaged = copy_model_dir(path, tmp_path / "damaged")
     folder = damaged / "checkpoints"
     damage(folder / "ckpt-30", "truncated")
     config = tft.TransformerConfig.from_json(damaged / "config.json")
@@ -243,8 +248,7 @@ def test_resuming_skips_a_damaged_latest_checkpoint_and_sets_its_files_aside(mod
 
 def test_resuming_without_set_aside_changes_no_file(model_dir, tmp_path):
     path, _ = model_dir
-    damaged = tmp_path / "damaged"
-    shutil.copytree(path, damaged)
+    damaged = copy_model_dir(path, tmp_path / "damaged")
     folder = damaged / "checkpoints"
     damage(folder / "ckpt-30", "deleted")
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
@@ -256,8 +260,7 @@ def test_resuming_without_set_aside_changes_no_file(model_dir, tmp_path):
 
 def test_resuming_with_an_unreadable_index_uses_the_checkpoint_files(model_dir, tmp_path):
     path, weights = model_dir
-    damaged = tmp_path / "damaged"
-    shutil.copytree(path, damaged)
+    damaged = copy_model_dir(path, tmp_path / "damaged")
     folder = damaged / "checkpoints"
     (folder / "checkpoint").write_text("garbage\n")
     model, optimizer, checkpoint = trainer_checkpoint(tft.TransformerConfig.from_json(damaged / "config.json"))
@@ -271,8 +274,7 @@ def test_resuming_with_an_unreadable_index_uses_the_checkpoint_files(model_dir, 
 
 def test_resuming_when_no_checkpoint_can_be_read_is_a_clear_error(model_dir, tmp_path):
     path, _ = model_dir
-    damaged = tmp_path / "damaged"
-    shutil.copytree(path, damaged)
+    damaged = copy_model_dir(path, tmp_path / "damaged")
     folder = damaged / "checkpoints"
     for step, how in ((10, "deleted"), (20, "truncated"), (30, "corrupted index")):
         damage(folder / f"ckpt-{step}", how)
@@ -287,10 +289,7 @@ def test_resuming_when_no_checkpoint_can_be_read_is_a_clear_error(model_dir, tmp
 def test_a_config_whose_special_ids_differ_from_the_tokenizers_is_refused(model_dir, tmp_path):
     # Training data and detokenization use the tokenizer's ids (pad 0, BOS 1, EOS 2), decoding the config's.
     path, _ = model_dir
-    other = tmp_path / "other"
-    shutil.copytree(path, other)
-    config = tft.TransformerConfig.from_json(other / "config.json")
-    config.replace(eos_id=5).to_json(other / "config.json")
+    other = copy_model_dir(path, tmp_path / "other", eos_id=5)
     with pytest.raises(ConfigError, match=r"^eos_id=5: this package's tokenizers reserve .*Fix: leave"):
         load_translation_model(other)
 
