@@ -24,44 +24,49 @@ def free_ports(count):
     return ports
 
 
-def test_two_workers_make_the_same_steps_and_end_with_identical_weights(tmp_path, small_corpus):
-    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    command = [
+def worker_command(model_dir, corpus, *flags):
+    """tools/train.py on the tiny model under multi_worker_mirrored, with `flags` (steps, periods) added."""
+    return [
         sys.executable, str(ROOT / "tools" / "train.py"), "--config=tiny", "--override=d_model=32",
-        "--override=d_ff=64", "--dataset=files", f"--train_source={small_corpus['train_en']}",
-        f"--train_target={small_corpus['train_de']}", f"--model_dir={tmp_path / 'run'}", "--vocab_size=500",
-        "--batch_tokens=1024", "--max_length=48", "--seed=1", "--strategy=multi_worker_mirrored",
-        "--train_steps=8", "--checkpoint_every=4", "--log_every=2",
+        "--override=d_ff=64", "--dataset=files", f"--train_source={corpus['train_en']}",
+        f"--train_target={corpus['train_de']}", f"--model_dir={model_dir}", "--vocab_size=500",
+        "--batch_tokens=1024", "--max_length=48", "--seed=1", "--strategy=multi_worker_mirrored", *flags,
     ]  # fmt: skip
-    processes = []
-    for index in range(2):
-        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        env = {**os.environ, "TF_CONFIG": json.dumps(tf_config), "TF_CPP_MIN_LOG_LEVEL": "3"}
-        processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
-    outputs = [process.communicate(timeout=400) for process in processes]
-    for process, (_, stderr) in zip(processes, outputs, strict=True):
-        assert process.returncode == 0, stderr[-3000:]
-    summaries = [stdout.strip().splitlines() for stdout, _ in outputs]
-    assert all("Trained steps 0 -> 8" in lines[-2] for lines in summaries), summaries
-    digests = [lines[-1] for lines in summaries]
-    assert digests[0] == digests[1] and "(2 replica(s))" in digests[0], digests
-    checkpoints = tmp_path / "run" / "checkpoints"
-    assert (checkpoints / "ckpt-8.index").is_file()
-    assert not list(checkpoints.glob(".worker-*")), "the non-chief worker removes its temporary checkpoints"
 
 
 def start_workers(command, tmp_path, tag):
-    """Two workers of one cluster on loopback, each writing its output to a file; returns (processes, logs)."""
+    """Two workers of one cluster on loopback; returns (processes, logs): each worker's stderr goes to its log,
+    its stdout (the run's summary lines) to the log's `.out` sibling."""
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
     processes, logs = [], []
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         env = {**os.environ, "TF_CONFIG": json.dumps(tf_config), "TF_CPP_MIN_LOG_LEVEL": "3"}
         log = tmp_path / f"{tag}-worker-{index}.txt"
-        with open(log, "w") as output:
-            processes.append(subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=env))
+        with open(log, "w") as errors, open(log.with_suffix(".out"), "w") as output:
+            processes.append(subprocess.Popen(command, stdout=output, stderr=errors, env=env))
         logs.append(log)
     return processes, logs
+
+
+def summaries(logs):
+    """Each worker's stdout lines."""
+    return [log.with_suffix(".out").read_text().strip().splitlines() for log in logs]
+
+
+def test_two_workers_make_the_same_steps_and_end_with_identical_weights(tmp_path, small_corpus):
+    command = worker_command(tmp_path / "run", small_corpus, "--train_steps=8", "--checkpoint_every=4", "--log_every=2")
+    processes, logs = start_workers(command, tmp_path, "lockstep")
+    for process, log in zip(processes, logs, strict=True):
+        process.wait(timeout=400)
+        assert process.returncode == 0, log.read_text()[-3000:]
+    lines = summaries(logs)
+    assert all("Trained steps 0 -> 8" in worker[-2] for worker in lines), lines
+    digests = [worker[-1] for worker in lines]
+    assert digests[0] == digests[1] and "(2 replica(s))" in digests[0], digests
+    checkpoints = tmp_path / "run" / "checkpoints"
+    assert (checkpoints / "ckpt-8.index").is_file()
+    assert not list(checkpoints.glob(".worker-*")), "the non-chief worker removes its temporary checkpoints"
 
 
 def wait_until(condition, processes, logs, seconds=300):
@@ -79,13 +84,8 @@ def latest_step(model_dir):
 
 def test_a_lost_worker_stops_the_other_a_sigterm_stops_both_after_a_save_and_a_restart_resumes(tmp_path, small_corpus):
     model_dir = tmp_path / "run"
-    command = [
-        sys.executable, str(ROOT / "tools" / "train.py"), "--config=tiny", "--override=d_model=32",
-        "--override=d_ff=64", "--dataset=files", f"--train_source={small_corpus['train_en']}",
-        f"--train_target={small_corpus['train_de']}", f"--model_dir={model_dir}", "--vocab_size=500",
-        "--batch_tokens=1024", "--max_length=48", "--seed=1", "--strategy=multi_worker_mirrored",
-        "--train_steps=100000", "--checkpoint_every=10", "--log_every=5",
-    ]  # fmt: skip
+    periods = ("--checkpoint_every=10", "--log_every=5")
+    command = worker_command(model_dir, small_corpus, "--train_steps=100000", *periods)
 
     # A worker dies without warning (kill -9, a lost machine): the other stops with a clear error in bounded
     # time (TensorFlow's coordination service misses its heartbeats), instead of waiting forever.
@@ -121,16 +121,12 @@ def test_a_lost_worker_stops_the_other_a_sigterm_stops_both_after_a_save_and_a_r
     assert "and the chief saved a checkpoint." in outputs[1]
 
     # And again, to the end: both resume from the signal's checkpoint and finish in lockstep.
-    processes, logs = start_workers(
-        [argument for argument in command if not argument.startswith("--train_steps")]
-        + [f"--train_steps={stopped + 4}"],
-        tmp_path,
-        "finished",
-    )
+    command = worker_command(model_dir, small_corpus, f"--train_steps={stopped + 4}", *periods)
+    processes, logs = start_workers(command, tmp_path, "finished")
     for process in processes:
         process.wait(timeout=300)
-    outputs = [log.read_text().strip().splitlines() for log in logs]
-    assert [process.returncode for process in processes] == [0, 0], outputs[0][-20:]
+    outputs = summaries(logs)
+    assert [process.returncode for process in processes] == [0, 0], logs[0].read_text()[-3000:]
     assert all(f"Trained steps {stopped} -> {stopped + 4}" in lines[-2] for lines in outputs), outputs
     assert outputs[0][-1] == outputs[1][-1] and "(2 replica(s))" in outputs[0][-1]
     assert not list((model_dir / "checkpoints").glob(".worker-*"))
