@@ -277,6 +277,26 @@ def map_cache(on_cache, on_tensor, structure):
     return on_tensor(structure)
 
 
+class HypothesisState(NamedTuple):
+    """The loop state of greedy search and sampling (one hypothesis per sentence); `tf.nest` treats a
+    namedtuple as a structure, so `tf.while_loop` carries it.
+
+    step: int32 scalar, the position being decoded.
+    tokens: int32 `[batch]`, each sentence's last token (BOS at step 0, padding once finished).
+    cache: the model's decoder cache.
+    ids: int32 `[batch, buffer_length]`, the tokens emitted so far (0 after EOS and beyond `step`).
+    scores: float32 `[batch]`, the sums of the model's log-probabilities of the emitted tokens.
+    finished: bool `[batch]`, the sentences that have emitted EOS.
+    """
+
+    step: tf.Tensor
+    tokens: tf.Tensor
+    cache: object
+    ids: tf.Tensor
+    scores: tf.Tensor
+    finished: tf.Tensor
+
+
 def decode_one_hypothesis(
     model, source_ids, select, max_decode_length, extra_decode_length, min_decode_length=0, jit_compile=False
 ):
@@ -300,36 +320,49 @@ def decode_one_hypothesis(
     cache = init_decoding_cache(model, memory, plan, jit_compile)
     constants = decoding_constants(model)
 
-    def body(step, tokens, cache, ids, scores, finished):
+    def body(state: HypothesisState) -> tuple[HypothesisState]:
         logits, new_cache = model.decode(
-            tokens[:, tf.newaxis], None, memory_mask, training=False, cache=cache, decode_index=step, **constants
+            state.tokens[:, tf.newaxis],
+            None,
+            memory_mask,
+            training=False,
+            cache=state.cache,
+            decode_index=state.step,
+            **constants,
         )
         logits = tf.cast(logits[:, -1], tf.float32)  # [batch, vocab]
         if select is None:  # greedy: the best allowed token, without a log-softmax over the vocabulary
             best_log_probs, best_tokens = best_allowed_tokens(
-                logits, 1, config, step, plan.caps, plan.min_length, jit_compile
+                logits, 1, config, state.step, plan.caps, plan.min_length, jit_compile
             )
             chosen, chosen_log_prob = best_tokens[:, 0], best_log_probs[:, 0]
         else:
             log_probs = tf.nn.log_softmax(logits, axis=-1)
-            chosen = select(log_probs, allowed_tokens(config, step, plan), step)
+            chosen = select(log_probs, allowed_tokens(config, state.step, plan), state.step)
             chosen_log_prob = tf.gather(log_probs, chosen, batch_dims=1)
-        chosen = tf.where(finished, config.pad_id, chosen)
-        scores = scores + tf.where(finished, 0.0, chosen_log_prob)
-        ids = write_column(ids, step, chosen)
-        finished = finished | tf.equal(chosen, config.eos_id)
-        return step + 1, chosen, keep_shapes(new_cache, cache), ids, scores, finished
+        chosen = tf.where(state.finished, config.pad_id, chosen)
+        # A 1-tuple: tf.while_loop calls body(*loop_vars) and wants the same structure back.
+        return (
+            HypothesisState(
+                step=state.step + 1,
+                tokens=chosen,
+                cache=keep_shapes(new_cache, state.cache),
+                ids=write_column(state.ids, state.step, chosen),
+                scores=state.scores + tf.where(state.finished, 0.0, chosen_log_prob),
+                finished=state.finished | tf.equal(chosen, config.eos_id),
+            ),
+        )
 
-    def cond(step, tokens, cache, ids, scores, finished):
-        return (step < plan.num_steps) & tf.logical_not(tf.reduce_all(finished))
+    def cond(state: HypothesisState):
+        return (state.step < plan.num_steps) & tf.logical_not(tf.reduce_all(state.finished))
 
-    initial = (
-        tf.constant(0),
-        tf.fill([batch_size], tf.constant(config.bos_id, tf.int32)),
-        cache,
-        tf.zeros([batch_size, plan.buffer_length], tf.int32),
-        tf.zeros([batch_size], tf.float32),
-        tf.zeros([batch_size], tf.bool),
+    initial = HypothesisState(
+        step=tf.constant(0),
+        tokens=tf.fill([batch_size], tf.constant(config.bos_id, tf.int32)),
+        cache=cache,
+        ids=tf.zeros([batch_size, plan.buffer_length], tf.int32),
+        scores=tf.zeros([batch_size], tf.float32),
+        finished=tf.zeros([batch_size], tf.bool),
     )
-    _, _, _, ids, scores, _ = while_loop(cond, body, initial, jit_compile)
-    return ids, scores
+    (final,) = while_loop(cond, body, (initial,), jit_compile)
+    return final.ids, final.scores
