@@ -9,12 +9,11 @@ checkpoints averaged; its path is printed. The work is `tf_transformer.checkpoin
 """
 
 import logging as pylogging
-import sys
 
-from absl import app, flags
+from absl import flags
 
 from tf_transformer.checkpoints import average_checkpoints
-from tf_transformer.cli import adopt_help
+from tf_transformer.cli import exit_on, run_binary
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.", required=True)
 _NUM_CHECKPOINTS = flags.DEFINE_integer("num_checkpoints", 5, "How many of the last checkpoints to average.")
@@ -24,18 +23,14 @@ _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where to write the averag
 def main(argv):
     del argv
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
-    try:
+    with exit_on(FileNotFoundError, ValueError):
         path = average_checkpoints(_MODEL_DIR.value, _NUM_CHECKPOINTS.value, _OUTPUT_DIR.value)
-    except (FileNotFoundError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(1)
     print(path)
 
 
 def run():
     """The `tft-average-checkpoints` command (and tools/average_checkpoints.py in a checkout)."""
-    adopt_help(__name__)
-    app.run(main)
+    run_binary(__name__, main)
 
 
 if __name__ == "__main__":

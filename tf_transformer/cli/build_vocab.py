@@ -11,11 +11,10 @@ vocabulary size and folder. Load it with `tf_transformer.data.Tokenizer.from_dir
 
 import dataclasses
 import os
-import sys
 
 from absl import app, flags
 
-from tf_transformer.cli import adopt_help
+from tf_transformer.cli import exit_on, run_binary
 from tf_transformer.config import ConfigError
 from tf_transformer.data import DataConfig, DataError, build_vocabulary
 
@@ -68,19 +67,16 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     if not _OUTPUT_DIR.value:
         raise app.UsageError("--output_dir is required.")
-    try:
+    with exit_on(ConfigError, DataError):
         data_config = data_config_from_flags()
         tokenizer = build_vocabulary(data_config, _OUTPUT_DIR.value)
-    except (ConfigError, DataError) as error:
-        sys.exit(f"error: {error}")
     data_config.to_json(os.path.join(_OUTPUT_DIR.value, "data_config.json"))
     print(f"vocabulary: {tokenizer.kind}, {tokenizer.vocab_size} tokens, in {os.path.abspath(_OUTPUT_DIR.value)}")
 
 
 def run():
     """The `tft-build-vocab` command (and tools/build_vocab.py in a checkout)."""
-    adopt_help(__name__)
-    app.run(main)
+    run_binary(__name__, main)
 
 
 if __name__ == "__main__":

@@ -5,9 +5,9 @@ tft-demo --task=reverse --steps=800 [--model_dir=/tmp/demo]
 
 import json
 
-from absl import app, flags
+from absl import flags
 
-from tf_transformer.cli import adopt_help
+from tf_transformer.cli import run_binary
 from tf_transformer.training import train_synthetic_task
 
 _TASK = flags.DEFINE_enum("task", "reverse", ["copy", "reverse"], "The generated task.")
@@ -27,8 +27,7 @@ def main(argv):
 
 def run():
     """The `tft-demo` command (and tools/demo.py in a checkout)."""
-    adopt_help(__name__)
-    app.run(main)
+    run_binary(__name__, main)
 
 
 if __name__ == "__main__":

@@ -14,28 +14,18 @@ Prints {"bleu", "bleu_signature", "chrf", "chrf_signature", "tok_lower_bleu", "s
 
 import json
 import logging as pylogging
-import sys
 
-from absl import app, flags
+from absl import flags
 
-from tf_transformer.cli import adopt_help
+from tf_transformer.cli import _decoding_flags as decoding_flags
+from tf_transformer.cli import exit_on, run_binary
 from tf_transformer.data.files import inspect_text_file, read_lines
-from tf_transformer.decoding import METHODS
 from tf_transformer.evaluation import score_translations
 
 _REFERENCES = flags.DEFINE_string("references", None, "Reference translations, one a line.", required=True)
 _HYPOTHESES = flags.DEFINE_string("hypotheses", None, "Translations to score, aligned with --references.")
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "Translate --sources with this model directory instead.")
 _SOURCES = flags.DEFINE_string("sources", None, "Source sentences to translate (with --model_dir).")
-_CHECKPOINT = flags.DEFINE_string("checkpoint", None, "A checkpoint path prefix, or best (default: the latest).")
-_AVERAGE_LAST = flags.DEFINE_integer("average_last", None, "Average the last N checkpoints in memory.")
-_BEAM_SIZE = flags.DEFINE_integer("beam_size", 4, "Beam width (the paper: 4).")
-_LENGTH_PENALTY = flags.DEFINE_float("length_penalty", 0.6, "Length penalty alpha (the paper: 0.6).")
-_METHOD = flags.DEFINE_enum("method", "beam", list(METHODS), "Decoding method.")
-_BATCH_TOKENS = flags.DEFINE_integer("batch_tokens", 4096, "Source tokens per batch (padding included).")
-_MAX_DECODE_LENGTH = flags.DEFINE_integer(
-    "max_decode_length", None, "Most output tokens a sentence (default: its source length + 50)."
-)
 
 
 def read_file(path, flag):
@@ -45,24 +35,18 @@ def read_file(path, flag):
 
 def translate_sources():
     # Imported here: scoring a file of hypotheses needs no model.
-    from tf_transformer.checkpoints import load_translation_model
     from tf_transformer.decoding.text import translate_texts
 
-    if _CHECKPOINT.value is not None and _AVERAGE_LAST.value is not None:
-        raise ValueError("--checkpoint and --average_last: give one of them.")
     sources = read_file(_SOURCES.value, "--sources")
-    model, tokenizer, _ = load_translation_model(_MODEL_DIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value)
-    results = translate_texts(
-        model, tokenizer, sources, beam_size=_BEAM_SIZE.value, length_penalty=_LENGTH_PENALTY.value,
-        method=_METHOD.value, batch_tokens=_BATCH_TOKENS.value, max_decode_length=_MAX_DECODE_LENGTH.value,
-    )  # fmt: skip
+    model, tokenizer, _ = decoding_flags.load_model(_MODEL_DIR.value)
+    results = translate_texts(model, tokenizer, sources, **decoding_flags.decoding_arguments())
     return [hypotheses[0][0] for hypotheses in results]
 
 
 def main(argv):
     del argv
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
-    try:
+    with exit_on(FileNotFoundError, ValueError):  # ConfigError and DataError are ValueErrors
         with_model = _MODEL_DIR.value is not None or _SOURCES.value is not None
         if (_HYPOTHESES.value is not None) == with_model:
             raise ValueError(
@@ -73,16 +57,12 @@ def main(argv):
         references = read_file(_REFERENCES.value, "--references")
         hypotheses = read_file(_HYPOTHESES.value, "--hypotheses") if not with_model else translate_sources()
         scores = score_translations(hypotheses, references)
-    except (FileNotFoundError, ValueError) as error:  # ConfigError and DataError are ValueErrors
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(1)
     print(json.dumps(scores, indent=2))
 
 
 def run():
     """The `tft-evaluate` command (and tools/evaluate.py in a checkout)."""
-    adopt_help(__name__)
-    app.run(main)
+    run_binary(__name__, main, decoding_flags.__name__)
 
 
 if __name__ == "__main__":

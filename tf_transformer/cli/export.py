@@ -12,12 +12,12 @@ tokenizer and beam search run inside the graph. The decoding flags are fixed in 
 """
 
 import logging as pylogging
-import sys
 
-from absl import app, flags
+from absl import flags
 
-from tf_transformer.cli import adopt_help
+from tf_transformer.cli import exit_on, run_binary
 from tf_transformer.export import export_saved_model
+from tf_transformer.rules import EXTRA_DECODE_LENGTH
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.", required=True)
 _EXPORT_DIR = flags.DEFINE_string(
@@ -29,29 +29,25 @@ _BEAM_SIZE = flags.DEFINE_integer("beam_size", 4, "Beam width (the paper: 4).")
 _LENGTH_PENALTY = flags.DEFINE_float("length_penalty", 0.6, "Length penalty alpha (the paper: 0.6).")
 _N_BEST = flags.DEFINE_integer("n_best", None, "Translations translate_nbest returns (default: --beam_size).")
 _MAX_DECODE_LENGTH = flags.DEFINE_integer(
-    "max_decode_length", None, "Most output tokens a sentence (default: its source length + 50)."
+    "max_decode_length", None, f"Most output tokens a sentence (default: its source length + {EXTRA_DECODE_LENGTH})."
 )
 
 
 def main(argv):
     del argv
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
-    try:
+    with exit_on(FileNotFoundError, FileExistsError, ValueError):  # ConfigError and DataError are ValueErrors
         path = export_saved_model(
             _MODEL_DIR.value, _EXPORT_DIR.value, version=_VERSION.value, checkpoint=_CHECKPOINT.value,
             beam_size=_BEAM_SIZE.value, length_penalty=_LENGTH_PENALTY.value, n_best=_N_BEST.value,
             max_decode_length=_MAX_DECODE_LENGTH.value,
         )  # fmt: skip
-    except (FileNotFoundError, FileExistsError, ValueError) as error:  # ConfigError and DataError are ValueErrors
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(1)
     print(path)
 
 
 def run():
     """The `tft-export` command (and tools/export.py in a checkout)."""
-    adopt_help(__name__)
-    app.run(main)
+    run_binary(__name__, main)
 
 
 if __name__ == "__main__":

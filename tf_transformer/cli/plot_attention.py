@@ -13,13 +13,13 @@ in `tf_transformer.visualization.write_attention_plots`.
 
 import json
 import logging as pylogging
-import sys
 
-from absl import app, flags
+from absl import flags
 
 from tf_transformer.checkpoints import load_translation_model
-from tf_transformer.cli import adopt_help
+from tf_transformer.cli import exit_on, run_binary
 from tf_transformer.decoding import METHODS
+from tf_transformer.rules import EXTRA_DECODE_LENGTH
 from tf_transformer.visualization import write_attention_plots
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.", required=True)
@@ -33,7 +33,7 @@ _HEADS = flags.DEFINE_list("heads", None, "0-based heads to draw in each figure,
 _METHOD = flags.DEFINE_enum("method", "beam", list(METHODS), "Decoding method without --target.")
 _BEAM_SIZE = flags.DEFINE_integer("beam_size", 4, "Beam width without --target (the paper: 4).")
 _MAX_DECODE_LENGTH = flags.DEFINE_integer(
-    "max_decode_length", None, "Most output tokens without --target (default: source length + 50)."
+    "max_decode_length", None, f"Most output tokens without --target (default: source length + {EXTRA_DECODE_LENGTH})."
 )
 _POSITIONS = flags.DEFINE_integer("positions", None, "Positions in positional_encoding.png (default: max_length).")
 _DPI = flags.DEFINE_integer("dpi", 100, "Pixels per inch of the PNGs.")
@@ -53,7 +53,7 @@ def indexes(flag):
 def main(argv):
     del argv
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
-    try:
+    with exit_on(ImportError, FileNotFoundError, ValueError):  # ImportError: matplotlib is missing
         if _CHECKPOINT.value is not None and _AVERAGE_LAST.value is not None:
             raise ValueError("--checkpoint and --average_last: give one of them.")
         layers, heads = indexes(_LAYERS), indexes(_HEADS)
@@ -65,16 +65,12 @@ def main(argv):
             method=_METHOD.value, beam_size=_BEAM_SIZE.value, max_decode_length=_MAX_DECODE_LENGTH.value,
             positions=_POSITIONS.value, dpi=_DPI.value,
         )  # fmt: skip
-    except (ImportError, FileNotFoundError, ValueError) as error:  # ImportError: matplotlib is missing
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(1)
     print(json.dumps(summary, indent=2, ensure_ascii=False))
 
 
 def run():
     """The `tft-plot-attention` command (and tools/plot_attention.py in a checkout)."""
-    adopt_help(__name__)
-    app.run(main)
+    run_binary(__name__, main)
 
 
 if __name__ == "__main__":

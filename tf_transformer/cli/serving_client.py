@@ -13,9 +13,9 @@ tft-translate. The work is `tf_transformer.export.translate_with_server`.
 import logging as pylogging
 import sys
 
-from absl import app, flags
+from absl import flags
 
-from tf_transformer.cli import adopt_help
+from tf_transformer.cli import exit_on, run_binary
 from tf_transformer.data.files import read_sentences
 from tf_transformer.decoding.text import format_results
 from tf_transformer.export.client import PROTOCOLS, TEXT_SIGNATURES, translate_with_server
@@ -34,7 +34,7 @@ _TIMEOUT = flags.DEFINE_float("timeout", 60.0, "Seconds to wait for each answer.
 
 def main(argv):
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
-    try:
+    with exit_on(ConnectionError, RuntimeError, FileNotFoundError, ValueError):
         if len(argv) > 1 and _INPUT.value is not None:
             raise ValueError("give sentences as arguments or --input, not both.")
         sentences = list(argv[1:]) if len(argv) > 1 else read_sentences(_INPUT.value, "--input")
@@ -44,9 +44,6 @@ def main(argv):
             signature_name=_SIGNATURE.value, version=_MODEL_VERSION.value, batch_size=_BATCH_SIZE.value,
             timeout=_TIMEOUT.value,
         )  # fmt: skip
-    except (ConnectionError, RuntimeError, FileNotFoundError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(1)
     lines = format_results(results, scored=_SIGNATURE.value == "translate_nbest")
     sys.stdout.buffer.write("".join(line + "\n" for line in lines).encode("utf-8"))
     sys.stdout.flush()
@@ -54,8 +51,7 @@ def main(argv):
 
 def run():
     """The `tft-serving-client` command (and tools/serving_client.py in a checkout)."""
-    adopt_help(__name__)
-    app.run(main)
+    run_binary(__name__, main)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,10 @@ import dataclasses
 import logging as pylogging
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from tf_transformer.checkpoints import CheckpointError
-from tf_transformer.cli import adopt_help
+from tf_transformer.cli import exit_on, run_binary
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.data import DataConfig, DataError
 from tf_transformer.training import PeerWorkerLost, TrainConfig, TrainingDiverged, TrainingInterrupted, train
@@ -104,28 +104,26 @@ def main(argv):
     # TensorFlow's own INFO lines (one per checkpoint save) go through absl's logger; ours through
     # "tf_transformer".
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)
-    try:
-        model_config = TransformerConfig.load(_CONFIG.value).with_overrides(_OVERRIDE.value)
-        data_values = {name: flag.value for name, flag in _DATA_FLAGS.items() if flag.value is not None}
-        data_values.setdefault("max_length", model_config.max_length)  # the longest pairs the model accepts
-        data_config = DataConfig(**data_values, seed=_SEED.value, deterministic=_DETERMINISTIC.value)
-        train_config = TrainConfig(
-            model_dir=_MODEL_DIR.value, train_steps=_TRAIN_STEPS.value, checkpoint_every=_CHECKPOINT_EVERY.value,
-            keep_checkpoints=_KEEP_CHECKPOINTS.value, strategy=_STRATEGY.value,
-            num_cpu_devices=_NUM_CPU_DEVICES.value, mixed_precision=_MIXED_PRECISION.value,
-            jit_compile=_JIT_COMPILE.value, log_every=_LOG_EVERY.value,
-            validation_batches=_VALIDATION_BATCHES.value, bleu_every=_BLEU_EVERY.value,
-            bleu_sentences=_BLEU_SENTENCES.value, bleu_beam_size=_BLEU_BEAM_SIZE.value, keep_best=_KEEP_BEST.value,
-            seed=_SEED.value, deterministic=_DETERMINISTIC.value,
-        )  # fmt: skip
-        result = train(model_config, data_config, train_config)
-    except TrainingInterrupted as stop:
-        print(f"interrupted: {stop}", file=sys.stderr)
-        sys.exit(128 + stop.signal_number)  # the shell's convention for "ended by signal N"
     # TimeoutError: a non-chief worker waited in vain for the chief's vocabulary.
-    except (ConfigError, DataError, CheckpointError, TrainingDiverged, PeerWorkerLost, TimeoutError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(1)
+    with exit_on(ConfigError, DataError, CheckpointError, TrainingDiverged, PeerWorkerLost, TimeoutError):
+        try:
+            model_config = TransformerConfig.load(_CONFIG.value).with_overrides(_OVERRIDE.value)
+            data_values = {name: flag.value for name, flag in _DATA_FLAGS.items() if flag.value is not None}
+            data_values.setdefault("max_length", model_config.max_length)  # the longest pairs the model accepts
+            data_config = DataConfig(**data_values, seed=_SEED.value, deterministic=_DETERMINISTIC.value)
+            train_config = TrainConfig(
+                model_dir=_MODEL_DIR.value, train_steps=_TRAIN_STEPS.value, checkpoint_every=_CHECKPOINT_EVERY.value,
+                keep_checkpoints=_KEEP_CHECKPOINTS.value, strategy=_STRATEGY.value,
+                num_cpu_devices=_NUM_CPU_DEVICES.value, mixed_precision=_MIXED_PRECISION.value,
+                jit_compile=_JIT_COMPILE.value, log_every=_LOG_EVERY.value,
+                validation_batches=_VALIDATION_BATCHES.value, bleu_every=_BLEU_EVERY.value,
+                bleu_sentences=_BLEU_SENTENCES.value, bleu_beam_size=_BLEU_BEAM_SIZE.value, keep_best=_KEEP_BEST.value,
+                seed=_SEED.value, deterministic=_DETERMINISTIC.value,
+            )  # fmt: skip
+            result = train(model_config, data_config, train_config)
+        except TrainingInterrupted as stop:
+            print(f"interrupted: {stop}", file=sys.stderr)
+            sys.exit(128 + stop.signal_number)  # the shell's convention for "ended by signal N"
     if result.status == "already_complete":
         print(f"Already trained {result.step} steps (--train_steps={_TRAIN_STEPS.value}); nothing to do.")
     else:
@@ -138,8 +136,7 @@ def main(argv):
 
 def run():
     """The `tft-train` command (and tools/train.py in a checkout)."""
-    adopt_help(__name__)
-    app.run(main)
+    run_binary(__name__, main)
 
 
 if __name__ == "__main__":

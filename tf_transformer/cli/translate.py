@@ -28,12 +28,11 @@ fixed in the export and refused here; --n_best may be at most the export's n_bes
 import logging as pylogging
 import sys
 
-from absl import app, flags
+from absl import flags
 
-from tf_transformer.checkpoints import load_translation_model
-from tf_transformer.cli import adopt_help
+from tf_transformer.cli import _decoding_flags as decoding_flags
+from tf_transformer.cli import exit_on, run_binary
 from tf_transformer.data.files import read_sentences
-from tf_transformer.decoding import METHODS
 from tf_transformer.decoding.text import format_results, translate_texts
 from tf_transformer.files import write_atomically
 
@@ -41,18 +40,9 @@ _MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written b
 _SAVED_MODEL = flags.DEFINE_string(
     "saved_model", None, "Instead of --model_dir: an export of tft-export (a version or its base folder)."
 )
-_CHECKPOINT = flags.DEFINE_string("checkpoint", None, "A checkpoint path prefix, or best (default: the latest).")
-_AVERAGE_LAST = flags.DEFINE_integer("average_last", None, "Average the last N checkpoints in memory.")
 _INPUT = flags.DEFINE_string("input", None, "Source sentences, one a line, plain or gzip (default: stdin).")
 _OUTPUT = flags.DEFINE_string("output", None, "Where to write the translations (default: stdout).")
-_BEAM_SIZE = flags.DEFINE_integer("beam_size", 4, "Beam width (the paper: 4).")
-_LENGTH_PENALTY = flags.DEFINE_float("length_penalty", 0.6, "Length penalty alpha (the paper: 0.6).")
 _N_BEST = flags.DEFINE_integer("n_best", 1, "Hypotheses per sentence; > 1 writes `i ||| text ||| score` lines.")
-_METHOD = flags.DEFINE_enum("method", "beam", list(METHODS), "Decoding method.")
-_BATCH_TOKENS = flags.DEFINE_integer("batch_tokens", 4096, "Source tokens per batch (padding included).")
-_MAX_DECODE_LENGTH = flags.DEFINE_integer(
-    "max_decode_length", None, "Most output tokens a sentence (default: its source length + 50)."
-)
 
 
 # Fixed when a model is exported: not flags of a translation with --saved_model.
@@ -70,14 +60,13 @@ def check_model_flags():
                 f"{', '.join(given)}: fixed when the model was exported, so not a flag with --saved_model. Fix: leave "
                 "it out, or export again with the setting (tft-export)."
             )
-    if _CHECKPOINT.value is not None and _AVERAGE_LAST.value is not None:
-        raise ValueError("--checkpoint and --average_last: give one of them.")
+    decoding_flags.check_checkpoint_flags()
 
 
 def main(argv):
     del argv
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
-    try:
+    with exit_on(FileNotFoundError, ValueError):  # ConfigError and DataError are ValueErrors
         check_model_flags()
         sentences = read_sentences(_INPUT.value, "--input")
         bar = None
@@ -90,23 +79,17 @@ def main(argv):
             from tf_transformer.export import translate_with_saved_model
 
             results = translate_with_saved_model(
-                _SAVED_MODEL.value, sentences, n_best=_N_BEST.value, batch_tokens=_BATCH_TOKENS.value,
+                _SAVED_MODEL.value, sentences, n_best=_N_BEST.value, batch_tokens=decoding_flags.BATCH_TOKENS.value,
                 progress=progress,
             )  # fmt: skip
         else:
-            model, tokenizer, _ = load_translation_model(
-                _MODEL_DIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value
-            )
+            model, tokenizer, _ = decoding_flags.load_model(_MODEL_DIR.value)
             results = translate_texts(
-                model, tokenizer, sentences, beam_size=_BEAM_SIZE.value, length_penalty=_LENGTH_PENALTY.value,
-                n_best=_N_BEST.value, method=_METHOD.value, batch_tokens=_BATCH_TOKENS.value,
-                max_decode_length=_MAX_DECODE_LENGTH.value, progress=progress,
+                model, tokenizer, sentences, n_best=_N_BEST.value, progress=progress,
+                **decoding_flags.decoding_arguments(),
             )  # fmt: skip
         if bar is not None:
             bar.close()
-    except (FileNotFoundError, ValueError) as error:  # ConfigError and DataError are ValueErrors
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(1)
     text = "".join(line + "\n" for line in format_results(results, scored=_N_BEST.value > 1))
     if _OUTPUT.value is None:
         sys.stdout.buffer.write(text.encode("utf-8"))
@@ -117,8 +100,7 @@ def main(argv):
 
 def run():
     """The `tft-translate` command (and tools/translate.py in a checkout)."""
-    adopt_help(__name__)
-    app.run(main)
+    run_binary(__name__, main, decoding_flags.__name__)
 
 
 if __name__ == "__main__":
