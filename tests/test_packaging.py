@@ -39,7 +39,8 @@ def test_every_binary_is_a_console_command_and_a_tools_script():
     lines = parser["options.entry_points"]["console_scripts"].strip().splitlines()
     commands = dict(line.replace(" ", "").split("=") for line in lines)
     # Modules starting with "_" (__init__, shared flag definitions) are helpers, not binaries.
-    binaries = sorted(path.stem for path in (ROOT / "tf_transformer" / "cli").glob("*.py") if not path.stem.startswith("_"))
+    cli_modules = (ROOT / "tf_transformer" / "cli").glob("*.py")
+    binaries = sorted(path.stem for path in cli_modules if not path.stem.startswith("_"))
     assert commands == {f"tft-{name.replace('_', '-')}": f"tf_transformer.cli.{name}:run" for name in binaries}
     for name in binaries:
         source = (ROOT / "tf_transformer" / "cli" / f"{name}.py").read_text()
