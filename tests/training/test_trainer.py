@@ -23,7 +23,8 @@ from tf_transformer.training import (
     synthetic_task_config,
     train,
 )
-from tf_transformer.training.callbacks import CheckpointEveryEpoch
+from tf_transformer.training.callbacks import CheckpointEveryEpoch, StopAtTimeLimit
+from tf_transformer.training.trainer import _check_settings
 
 MODEL = tft.TransformerConfig.from_preset("tiny").replace(d_model=32, d_ff=64, dropout=0.0)
 
@@ -152,6 +153,8 @@ def test_data_longer_than_the_model_allows_is_refused(tmp_path, small_corpus):
         (dict(mixed_precision="float8"), "mixed_precision"),
         (dict(num_cpu_devices=-1), "num_cpu_devices"),
         (dict(model_dir=""), "model_dir"),
+        (dict(time_limit_minutes=0), "time_limit_minutes"),
+        (dict(time_limit_minutes=-5.0), "time_limit_minutes"),
     ],
 )
 def test_train_config_validation_names_the_field(changes, field):
@@ -208,3 +211,38 @@ def test_checkpoints_stay_on_the_multiples_after_a_resume_mid_period(tmp_path):
     model.fit(data, epochs=2, steps_per_epoch=4, callbacks=[callback], verbose=0)
     assert int(model.optimizer.iterations.numpy()) == 11
     assert [path.rsplit("-", 1)[1] for path in manager.checkpoints] == ["4", "8", "11"]
+
+
+def test_the_time_limit_stops_after_the_step_that_passes_it_and_saves_there(tmp_path):
+    config = synthetic_task_config(num_encoder_layers=1, num_decoder_layers=1)
+    model = tft.Transformer(config)
+    model.compile(optimizer=make_optimizer(config), loss=tft.MaskedCrossEntropy(0.0, config.pad_id))
+    step = model.optimizer.iterations
+    manager = tf.train.CheckpointManager(
+        tf.train.Checkpoint(model=model, optimizer=model.optimizer), str(tmp_path / "checkpoints"), max_to_keep=5
+    )
+    # A clock that reads the step: the deadline "3.0" passes at the end of step 3.
+    limit = StopAtTimeLimit(3.0, step, clock=lambda: float(step.numpy()))
+    saves = CheckpointEveryEpoch(manager, step, checkpoint_every=4)
+    data = synthetic_translation_dataset("copy", 64 * 8, 8, seed=0).repeat()
+    model.fit(data, epochs=2, steps_per_epoch=4, callbacks=[limit, saves], verbose=0)
+    assert (int(step.numpy()), limit.stopped_at_step) == (3, 3)
+    assert [path.rsplit("-", 1)[1] for path in manager.checkpoints] == ["3"]
+
+
+def test_a_run_past_its_time_limit_stops_with_a_checkpoint_and_the_same_command_goes_on(tmp_path, small_corpus):
+    data = data_config(small_corpus)
+    # A limit already passed when training starts: the first step ends the run.
+    limited = TrainConfig(model_dir=str(tmp_path), train_steps=4, checkpoint_every=2, seed=1, time_limit_minutes=1e-6)
+    first = train(MODEL, data, limited)
+    assert (first.status, first.start_step, first.step) == ("time_limit", 0, 1)
+    assert first.checkpoint.endswith("ckpt-1")
+    assert json.loads((tmp_path / "train_config.json").read_text())["time_limit_minutes"] == 1e-6
+    rest = train(MODEL, data, limited.replace(time_limit_minutes=60.0))
+    assert (rest.status, rest.start_step, rest.step) == ("completed", 1, 4)
+
+
+def test_a_time_limit_is_refused_for_multi_worker_training(tmp_path, small_corpus):
+    train_config = TrainConfig(model_dir=str(tmp_path / "run"), train_steps=2, time_limit_minutes=30, seed=1)
+    with pytest.raises(ConfigError, match="^time_limit_minutes: not supported with strategy=multi_worker.*Fix"):
+        _check_settings(MODEL, data_config(small_corpus), train_config, multi_worker=True)

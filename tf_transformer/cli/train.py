@@ -50,6 +50,12 @@ _MODEL_DIR = flags.DEFINE_string("model_dir", None, "Checkpoints, logs, vocabula
 _TRAIN_STEPS = flags.DEFINE_integer(
     "train_steps", _DEFAULTS["train_steps"], "Optimizer steps in total, across restarts."
 )
+_TIME_LIMIT_MINUTES = flags.DEFINE_float(
+    "time_limit_minutes",
+    _DEFAULTS["time_limit_minutes"],
+    "Stop after this many minutes (from the start, vocabulary included) with a checkpoint, even before "
+    "--train_steps; run again to go on.",
+)
 _CHECKPOINT_EVERY = flags.DEFINE_integer(
     "checkpoint_every", _DEFAULTS["checkpoint_every"], "Steps between checkpoints and validations."
 )
@@ -112,7 +118,8 @@ def main(argv):
             data_values.setdefault("max_length", model_config.max_length)  # the longest pairs the model accepts
             data_config = DataConfig(**data_values, seed=_SEED.value, deterministic=_DETERMINISTIC.value)
             train_config = TrainConfig(
-                model_dir=_MODEL_DIR.value, train_steps=_TRAIN_STEPS.value, checkpoint_every=_CHECKPOINT_EVERY.value,
+                model_dir=_MODEL_DIR.value, train_steps=_TRAIN_STEPS.value, time_limit_minutes=_TIME_LIMIT_MINUTES.value,
+                checkpoint_every=_CHECKPOINT_EVERY.value,
                 keep_checkpoints=_KEEP_CHECKPOINTS.value, strategy=_STRATEGY.value,
                 num_cpu_devices=_NUM_CPU_DEVICES.value, mixed_precision=_MIXED_PRECISION.value,
                 jit_compile=_JIT_COMPILE.value, log_every=_LOG_EVERY.value,
@@ -128,6 +135,11 @@ def main(argv):
         print(f"Already trained {result.step} steps (--train_steps={_TRAIN_STEPS.value}); nothing to do.")
     else:
         print(f"Trained steps {result.start_step} -> {result.step}; checkpoint {result.checkpoint}")
+        if result.status == "time_limit":
+            print(
+                f"Stopped by --time_limit_minutes={_TIME_LIMIT_MINUTES.value:g} before step {_TRAIN_STEPS.value}; "
+                "run the same command again to go on."
+            )
     print(f"Weights digest {result.weights_digest} ({result.replicas} replica(s))")
     if result.best is not None:  # the best evaluation so far, this run's or an earlier one's
         best = result.best

@@ -180,6 +180,27 @@ class StopAtStep(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
+class StopAtTimeLimit(keras.callbacks.Callback):
+    """Stops `fit` after the first step that ends at or past `deadline` (a `clock()` reading, in seconds).
+
+    `fit` then runs the shortened epoch's validation and `CheckpointEveryEpoch` saves at the step reached.
+    `stopped_at_step` is that step, or None while the deadline has not been reached.
+    """
+
+    def __init__(self, deadline: float, step: tf.Variable, clock=time.monotonic):
+        super().__init__()
+        self.deadline = deadline
+        self.step = step
+        self.clock = clock
+        self.stopped_at_step = None
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.stopped_at_step is None and self.clock() >= self.deadline:
+            self.stopped_at_step = int(self.step.numpy())
+            self.model.stop_training = True
+            logger.info("Time limit reached at step %d: stopping after a checkpoint.", self.stopped_at_step)
+
+
 class TrainingMonitor(keras.callbacks.Callback):
     """Writes the learning rate and target tokens per second to TensorBoard every `log_every` steps.
 

@@ -24,6 +24,11 @@ class TrainConfig(JsonConfig):
     Attributes:
         model_dir: where checkpoints, logs, the vocabulary and the resolved configs go.
         train_steps: optimizer updates in total; a restarted run continues up to this number.
+        time_limit_minutes: stop this run after this many minutes, counted from the start of `train`
+            (vocabulary and data reading included), even before `train_steps`: the step in progress ends,
+            the validation of the shortened epoch runs, and a checkpoint is saved at the step reached, so leave
+            a minute or two of margin. A restart resumes from there with the limit counted anew (so "an hour
+            on any machine, at most `train_steps`"). None: no limit. Not with "multi_worker_mirrored".
         checkpoint_every: steps between checkpoints (also the period of validation).
         keep_checkpoints: how many recent checkpoints to keep (averaging needs several).
         strategy: "auto" (mirrored over all GPUs when there are several, else one device),
@@ -62,6 +67,7 @@ class TrainConfig(JsonConfig):
 
     model_dir: str
     train_steps: int = 100000
+    time_limit_minutes: Optional[float] = None
     checkpoint_every: int = 1000
     keep_checkpoints: int = 5
     strategy: str = "auto"
@@ -97,6 +103,11 @@ class TrainConfig(JsonConfig):
             value = getattr(self, name)
             if value < 0:
                 raise ConfigError(f"{name}: must be an integer >= 0, got {value!r}. Fix: set {name} >= 0.")
+        if self.time_limit_minutes is not None and not self.time_limit_minutes > 0:
+            raise ConfigError(
+                f"time_limit_minutes: must be positive or null, got {self.time_limit_minutes!r}. Fix: set it > 0, "
+                "or leave it out for no limit."
+            )
         if self.strategy not in STRATEGIES:
             raise ConfigError(unknown_option("strategy", self.strategy, STRATEGIES))
         if self.mixed_precision not in PRECISIONS:

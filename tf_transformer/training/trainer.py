@@ -11,6 +11,7 @@ import logging
 import math
 import pathlib
 import sys
+import time
 from typing import Optional
 
 import keras
@@ -37,6 +38,7 @@ from tf_transformer.models import Transformer
 from tf_transformer.training.callbacks import (
     CheckpointEveryEpoch,
     StopAtStep,
+    StopAtTimeLimit,
     StopOnNonFiniteLoss,
     StopSignals,
     TrainingDiverged,
@@ -63,7 +65,8 @@ RESUMABLE_CHANGES = (
 
 @dataclasses.dataclass(frozen=True)
 class TrainResult:
-    """What a call to `train` did: "completed", or "already_complete" when nothing was left to do.
+    """What a call to `train` did: "completed"; "time_limit" when `time_limit_minutes` stopped it before
+    `train_steps` (run again to go on); or "already_complete" when nothing was left to do.
 
     `best` is the best validation BLEU evaluation so far (best.json's contents) when the run keeps one.
     """
@@ -179,6 +182,8 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
             and a checkpoint was saved at that step.
         PeerWorkerLost: (multi_worker_mirrored) another worker died; the last checkpoint is kept.
     """
+    # The time limit covers the whole call: vocabulary, data reading and tracing too.
+    started = time.monotonic()
     configure_devices(train_config.num_cpu_devices)
     # Before any other op: MultiWorkerMirroredStrategy sets up the collective ops of the whole program.
     strategy = make_strategy(train_config)
@@ -267,8 +272,11 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
                     data_config, tokenizer, "train", training=True, corpus=train_corpus, batch_multiple=batch_multiple
                 )
                 valid_dataset = _validation_dataset(data_config, tokenizer, valid_corpus, train_config, batch_multiple)
+                deadline = None if train_config.time_limit_minutes is None else (
+                    started + 60 * train_config.time_limit_minutes
+                )
                 history = _fit(
-                    model, train_dataset, valid_dataset, manager, train_config, model_dir, bleu, stop_signals
+                    model, train_dataset, valid_dataset, manager, train_config, model_dir, bleu, stop_signals, deadline
                 )
     except TrainingDiverged:  # a non-finite loss (StopOnNonFiniteLoss) or weights (the check before a save)
         raise TrainingDiverged(
@@ -278,8 +286,10 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
         ) from None
     final_step = int(optimizer.iterations.numpy())
     logger.info("Stopped at step %d; latest checkpoint %s", final_step, manager.latest_checkpoint)
+    # fit ends early without an error only at the time limit
+    status = "completed" if final_step >= train_config.train_steps else "time_limit"
     return TrainResult(
-        "completed", final_step, start_step, manager.latest_checkpoint, history, replicas, weights_digest(model),
+        status, final_step, start_step, manager.latest_checkpoint, history, replicas, weights_digest(model),
         bleu.best if bleu is not None else None,
     )  # fmt: skip
 
@@ -299,6 +309,12 @@ def _check_settings(model_config, data_config, train_config, multi_worker) -> No
             "bleu_every: validation BLEU during training is not supported with strategy=multi_worker_mirrored (its "
             "custom loop runs no Keras callbacks, and the chief decoding alone would stall the other workers). Fix: "
             "set --bleu_every=0 and score checkpoints afterwards with tools/evaluate.py --checkpoint=PATH."
+        )
+    if train_config.time_limit_minutes is not None and multi_worker:
+        raise ConfigError(
+            "time_limit_minutes: not supported with strategy=multi_worker_mirrored (the workers' clocks would stop "
+            "them at different steps, and a worker left alone waits for the others forever). Fix: leave it out and "
+            "set --train_steps."
         )
     if train_config.bleu_every and data_config.dataset == "files" and data_config.valid_source is None:
         raise ConfigError(
@@ -373,8 +389,11 @@ def _validation_bleu(model, tokenizer, valid_corpus, train_config, model_dir) ->
     )
 
 
-def _fit(model, train_dataset, valid_dataset, manager, train_config, model_dir, bleu=None, stop_signals=None) -> dict:
-    """`model.fit` in epochs of `checkpoint_every` steps, from the restored step to `train_steps`.
+def _fit(
+    model, train_dataset, valid_dataset, manager, train_config, model_dir, bleu=None, stop_signals=None, deadline=None
+) -> dict:
+    """`model.fit` in epochs of `checkpoint_every` steps, from the restored step to `train_steps`, or until
+    `deadline` (a `time.monotonic()` reading; None: none) has passed.
 
     `bleu`, a `ValidationBleu` callback or None, runs after the checkpoint of each epoch is saved.
     `stop_signals`, a `StopSignals` or None: on a signal it recorded, the checkpoint callback saves after the
@@ -388,6 +407,7 @@ def _fit(model, train_dataset, valid_dataset, manager, train_config, model_dir, 
     callbacks = [
         StopOnNonFiniteLoss(),  # first: nothing else runs after a NaN batch
         StopAtStep(train_config.train_steps, step),
+        *([] if deadline is None else [StopAtTimeLimit(deadline, step)]),
         CheckpointEveryEpoch(manager, step, stop_signals, train_config.checkpoint_every),
         *writers,
     ]
