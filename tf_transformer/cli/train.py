@@ -118,8 +118,8 @@ def main(argv):
             data_values.setdefault("max_length", model_config.max_length)  # the longest pairs the model accepts
             data_config = DataConfig(**data_values, seed=_SEED.value, deterministic=_DETERMINISTIC.value)
             train_config = TrainConfig(
-                model_dir=_MODEL_DIR.value, train_steps=_TRAIN_STEPS.value, time_limit_minutes=_TIME_LIMIT_MINUTES.value,
-                checkpoint_every=_CHECKPOINT_EVERY.value,
+                model_dir=_MODEL_DIR.value, train_steps=_TRAIN_STEPS.value,
+                time_limit_minutes=_TIME_LIMIT_MINUTES.value, checkpoint_every=_CHECKPOINT_EVERY.value,
                 keep_checkpoints=_KEEP_CHECKPOINTS.value, strategy=_STRATEGY.value,
                 num_cpu_devices=_NUM_CPU_DEVICES.value, mixed_precision=_MIXED_PRECISION.value,
                 jit_compile=_JIT_COMPILE.value, log_every=_LOG_EVERY.value,
