@@ -36,6 +36,7 @@ def test_config_is_frozen():
         (dict(dropout=1.0), "dropout", "[0, 1)"),
         (dict(dropout=-0.1), "dropout", "[0, 1)"),
         (dict(attention_dropout=1.5), "attention_dropout", "[0, 1)"),
+        (dict(activation_dropout=-0.1), "activation_dropout", "[0, 1)"),
         (dict(label_smoothing=1.0), "label_smoothing", "[0, 1)"),
         (dict(position_encoding="rotary"), "position_encoding", "'sinusoidal', 'learned'"),
         (dict(activation="swish"), "activation", "'relu', 'gelu'"),

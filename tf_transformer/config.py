@@ -141,6 +141,7 @@ class TransformerConfig(JsonConfig):
         num_encoder_layers, num_decoder_layers: N for each stack.
         dropout: P_drop on every sublayer output and on the embedding + position sums.
         attention_dropout: dropout on the attention weights (0 in the paper).
+        activation_dropout: dropout on the feed-forward's inner activations (0 in the paper).
         label_smoothing: epsilon_ls of the training loss.
         max_length: the longest sequence (source or target, in tokens) the model accepts.
         position_encoding: "sinusoidal" (the paper) or "learned".
@@ -167,6 +168,7 @@ class TransformerConfig(JsonConfig):
     num_decoder_layers: int = 6
     dropout: float = 0.1
     attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
     label_smoothing: float = 0.1
     max_length: int = 512
     position_encoding: str = "sinusoidal"
@@ -219,7 +221,7 @@ class TransformerConfig(JsonConfig):
                 raise ConfigError(
                     f"{name}: must be positive or null, got {getattr(self, name)}. Fix: set {name} >= 1 or null."
                 )
-        for name in ("dropout", "attention_dropout", "label_smoothing"):
+        for name in ("dropout", "attention_dropout", "activation_dropout", "label_smoothing"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ConfigError(f"{name}: must be in [0, 1), got {value}. Fix: use e.g. {name}=0.1.")

@@ -51,3 +51,21 @@ def test_activation_option(activation, reference):
     w1, b1, w2, b2 = dense_weights(layer)
     expected = reference((x @ w1 + b1).astype(np.float64)) @ w2 + b2
     np.testing.assert_allclose(layer(x).numpy(), expected, **TOLERANCE)
+
+
+def test_activation_dropout_drops_inner_activations_in_training_only():
+    # With the outer projection the identity, the output is the dropped inner activations themselves: each is
+    # either 0 or max(0, x W1 + b1) / (1 - rate).
+    rate = 0.5
+    x = np.random.default_rng(4).normal(size=(4, 6, 8)).astype(np.float32)
+    layer = randomized(FeedForward(d_model=8, d_ff=8, activation_dropout=rate), x)
+    layer.outer.kernel.assign(np.eye(8, dtype=np.float32))
+    layer.outer.bias.assign(np.zeros(8, np.float32))
+    w1, b1, _, _ = dense_weights(layer)
+    hidden = np.maximum(0.0, x @ w1 + b1)
+    np.testing.assert_allclose(layer(x, training=False).numpy(), hidden, **TOLERANCE)
+    dropped = layer(x, training=True).numpy()
+    kept = ~np.isclose(dropped, 0.0, atol=1e-6)
+    np.testing.assert_allclose(dropped[kept], hidden[kept] / (1 - rate), **TOLERANCE)
+    active = hidden > 1e-3
+    assert 0.3 < (kept & active).sum() / active.sum() < 0.7  # about half the active units survive

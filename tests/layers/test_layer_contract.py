@@ -40,6 +40,7 @@ STACK_KWARGS = dict(
     attention_window=2,
     layer_norm_epsilon=1e-5,
     activation="gelu",
+    activation_dropout=0.1,
 )
 
 # (class, non-default init kwargs, call arguments)
@@ -52,7 +53,7 @@ CASES = [
     (SinusoidalPositionEncoding, dict(max_length=7, d_model=8), (X,)),
     (LearnedPositionEmbedding, dict(max_length=7, d_model=8), (X,)),
     (TokenEmbedding, dict(vocab_size=11, d_model=8, scale=False), (IDS,)),
-    (FeedForward, dict(d_model=8, d_ff=16, activation="gelu"), (X,)),
+    (FeedForward, dict(d_model=8, d_ff=16, activation="gelu", activation_dropout=0.1), (X,)),
     (EncoderLayer, STACK_KWARGS, (X,)),
     (Encoder, dict(num_layers=2, **STACK_KWARGS), (X,)),
     (DecoderLayer, STACK_KWARGS, (X, MEMORY)),

@@ -37,3 +37,17 @@ def test_feed_forward_applies_quantized_sublayers():
     assert quantized.shape == expected.shape
     assert not np.array_equal(quantized, expected)  # the int8 path ran
     np.testing.assert_allclose(quantized, expected, atol=0.05)
+
+
+def test_config_options_reach_every_feed_forward_and_attention():
+    from tf_transformer.models.transformer import Transformer
+
+    config = dataclasses.replace(
+        TransformerConfig.from_preset("tiny"), attention_dropout=0.15, activation_dropout=0.25, activation="gelu"
+    )
+    model = Transformer(config)
+    layers = [*model.encoder.layers, *model.decoder.layers]
+    assert len(layers) == config.num_encoder_layers + config.num_decoder_layers
+    for layer in layers:
+        assert (layer.feed_forward.activation_dropout, layer.feed_forward.activation) == (0.25, "gelu")
+        assert layer.self_attention.attention_dropout == 0.15

@@ -22,6 +22,7 @@ class SublayerOptions:
     attention_window: int | None = None
     layer_norm_epsilon: float = 1e-6
     activation: str = "relu"
+    activation_dropout: float = 0.0
 
     @classmethod
     def pop(cls, kwargs):

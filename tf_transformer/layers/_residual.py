@@ -25,7 +25,12 @@ class ResidualBlock(SizedLayer):
 
     def _feed_forward(self):
         return FeedForward(
-            self.d_model, self.d_ff, activation=self.activation, name="feed_forward", dtype=self.dtype_policy
+            self.d_model,
+            self.d_ff,
+            activation=self.activation,
+            activation_dropout=self.activation_dropout,
+            name="feed_forward",
+            dtype=self.dtype_policy,
         )
 
     def _residual(self, inputs, sublayer, norm, training=None):

@@ -16,7 +16,7 @@ class Decoder(LayerStack):
     Args:
         num_layers: N.
         d_model, num_heads, d_ff, dropout, attention_dropout, d_k, d_v, norm_first, attention_window,
-        layer_norm_epsilon, activation: passed to every `DecoderLayer`.
+        layer_norm_epsilon, activation, activation_dropout: passed to every `DecoderLayer`.
 
     Call arguments:
         inputs: `[batch, target_len, d_model]` (embeddings + positions, after dropout).

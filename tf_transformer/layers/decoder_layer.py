@@ -18,7 +18,7 @@ class DecoderLayer(ResidualBlock):
 
     Args:
         d_model, num_heads, d_ff, dropout, attention_dropout, d_k, d_v, norm_first, attention_window,
-        layer_norm_epsilon, activation: as in `EncoderLayer` (the window restricts self-attention only).
+        layer_norm_epsilon, activation, activation_dropout: as in `EncoderLayer` (the window restricts self-attention only).
 
     Call arguments:
         inputs: `[batch, target_len, d_model]`.
@@ -119,7 +119,9 @@ class DecoderLayer(ResidualBlock):
             )
 
         x, cross_scores = self._residual(x, cross_attention, self.cross_attention_norm, training)
-        x = self._residual(x, self.feed_forward, self.feed_forward_norm, training)
+        x = self._residual(
+            x, lambda y: self.feed_forward(y, training=training), self.feed_forward_norm, training
+        )
 
         results = [x]
         if incremental:

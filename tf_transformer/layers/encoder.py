@@ -19,7 +19,7 @@ class Encoder(LayerStack):
     Args:
         num_layers: N.
         d_model, num_heads, d_ff, dropout, attention_dropout, d_k, d_v, norm_first, attention_window,
-        layer_norm_epsilon, activation: passed to every `EncoderLayer`.
+        layer_norm_epsilon, activation, activation_dropout: passed to every `EncoderLayer`.
 
     Call arguments:
         inputs: `[batch, source_len, d_model]` (embeddings + positions, after dropout).

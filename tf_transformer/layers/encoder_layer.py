@@ -25,6 +25,7 @@ class EncoderLayer(ResidualBlock):
         attention_window: None, or r to restrict self-attention to |i - j| <= r.
         layer_norm_epsilon: epsilon of the LayerNormalizations.
         activation: feed-forward non-linearity.
+        activation_dropout: rate on the feed-forward's inner activations.
 
     Call arguments:
         inputs: `[batch, length, d_model]`.
@@ -68,5 +69,7 @@ class EncoderLayer(ResidualBlock):
             self.self_attention_norm,
             training,
         )
-        x = self._residual(x, self.feed_forward, self.feed_forward_norm, training)
+        x = self._residual(
+            x, lambda y: self.feed_forward(y, training=training), self.feed_forward_norm, training
+        )
         return (x, scores) if return_attention_scores else x

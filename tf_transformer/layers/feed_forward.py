@@ -17,9 +17,12 @@ class FeedForward(keras.layers.Layer):
         d_model: width of the inputs and outputs.
         d_ff: inner width (2048 in the base model).
         activation: "relu" (the paper) or any Keras activation name, e.g. "gelu".
+        activation_dropout: dropout rate on the inner activations (0 in the paper; "ReLU dropout" in
+            tensor2tensor and fairseq, a regularizer for small data sets).
 
     Call arguments:
         inputs: `[batch, length, d_model]`.
+        training: whether the activation dropout is active.
 
     Returns:
         `[batch, length, d_model]`.
@@ -33,30 +36,38 @@ class FeedForward(keras.layers.Layer):
     Reference: Vaswani et al., 2017, section 3.3.
     """
 
-    def __init__(self, d_model, d_ff, activation="relu", **kwargs):
+    def __init__(self, d_model, d_ff, activation="relu", activation_dropout=0.0, **kwargs):
         super().__init__(**kwargs)
         self.d_model = d_model
         self.d_ff = d_ff
         self.activation = activation
+        self.activation_dropout = activation_dropout
         self.inner = keras.layers.Dense(d_ff, activation=activation, name="inner", dtype=self.dtype_policy)
+        self.dropout_layer = keras.layers.Dropout(activation_dropout, name="activation_dropout", dtype=self.dtype_policy)
         self.outer = keras.layers.Dense(d_model, name="outer", dtype=self.dtype_policy)
 
     def build(self, inputs_shape):
         build_sublayer(self.inner, inputs_shape)
         build_sublayer(self.outer, tuple(inputs_shape[:-1]) + (self.d_ff,))
 
-    def call(self, inputs):
+    def call(self, inputs, training=None):
         # The sublayers are called (not their kernels read), so what Keras adds to a Dense (LoRA,
         # quantization) applies. They get the `[batch * length, d_model]` view: Dense on a 2-D input is one
         # MatMul that TensorFlow fuses with its BiasAdd (and ReLU), where Dense's tensordot on a rank-3 input
         # leaves them as separate passes; the reshapes are free.
         rows = tf.reshape(inputs, [-1, inputs.shape[-1]])
-        return unflatten_rows(self.outer(self.inner(rows)), inputs)
+        hidden = self.dropout_layer(self.inner(rows), training=training)
+        return unflatten_rows(self.outer(hidden), inputs)
 
     def compute_output_shape(self, inputs_shape):
         return tuple(inputs_shape[:-1]) + (self.d_model,)
 
     def get_config(self):
         config = super().get_config()
-        config.update(d_model=self.d_model, d_ff=self.d_ff, activation=self.activation)
+        config.update(
+            d_model=self.d_model,
+            d_ff=self.d_ff,
+            activation=self.activation,
+            activation_dropout=self.activation_dropout,
+        )
         return config

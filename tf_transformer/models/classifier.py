@@ -25,7 +25,7 @@ class SequenceClassifier(keras.Model):
     Args:
         config: a `TransformerConfig` (or its dict form); uses vocab_size, d_model, d_ff, num_heads, d_k, d_v,
             num_encoder_layers, dropout, attention_dropout, max_length, position_encoding, norm_first,
-            attention_window, layer_norm_epsilon, activation.
+            attention_window, layer_norm_epsilon, activation, activation_dropout.
         num_classes: number of output classes.
         pooling: "mean" over non-padding positions, or "first" (a [CLS]-style first token).
 

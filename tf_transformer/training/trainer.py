@@ -58,8 +58,8 @@ logger = logging.getLogger("tf_transformer")
 # Model-config fields a restart may change: the vocabulary size is resolved from the built vocabulary, and
 # training hyperparameters (e.g. a lower learning rate after a divergence) do not change the weights' shapes.
 RESUMABLE_CHANGES = (
-    "vocab_size", "target_vocab_size", "dropout", "attention_dropout", "label_smoothing", "warmup_steps",
-    "learning_rate_scale",
+    "vocab_size", "target_vocab_size", "dropout", "attention_dropout", "activation_dropout", "label_smoothing",
+    "warmup_steps", "learning_rate_scale",
 )  # fmt: skip
 
 
