@@ -21,7 +21,7 @@ def train_command(model_dir, corpus, *extra):
         sys.executable, TRAIN, "--config=tiny", "--override=d_model=32", "--override=d_ff=64",
         "--dataset=files", f"--train_source={corpus['train_en']}", f"--train_target={corpus['train_de']}",
         f"--valid_source={corpus['valid_en']}", f"--valid_target={corpus['valid_de']}",
-        f"--model_dir={model_dir}", "--vocab_size=500", "--batch_tokens=1024", "--max_length=48",
+        f"--model_dir={model_dir}", "--override=vocab_size=500", "--batch_tokens=1024", "--max_length=48",
         "--seed=1", "--validation_batches=1", "--log_every=5", *extra,
     ]  # fmt: skip
 
@@ -58,6 +58,8 @@ def test_a_killed_run_resumes_at_its_checkpoint_and_stops_at_train_steps(tmp_pat
     assert latest_step(model_dir) == 40
     assert (model_dir / "config.json").read_text() == config_before
     assert json.loads(config_before)["vocab_size"] <= 500
+    # Without --vocab_size, the model config's vocab_size is the size of the vocabulary built.
+    assert json.loads((model_dir / "data_config.json").read_text())["vocab_size"] == 500
     for name in ("data_config.json", "train_config.json", "data_report.json", "vocab/tokenizer.json"):
         assert (model_dir / name).is_file(), name
     tags = set()

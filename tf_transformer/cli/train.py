@@ -36,7 +36,9 @@ _CACHE_DIR = flags.DEFINE_string("cache_dir", None, "Where downloads are cached.
 _TFDS_DATA_DIR = flags.DEFINE_string("tfds_data_dir", None, "TFDS data_dir.")
 _TFDS_OFFLINE = flags.DEFINE_bool("tfds_offline", None, "Read only prepared TFDS data; never download.")
 _VOCAB_TYPE = flags.DEFINE_enum("vocab_type", None, ["sentencepiece", "wordpiece"], "Subword vocabulary type.")
-_VOCAB_SIZE = flags.DEFINE_integer("vocab_size", None, "Subword vocabulary size.")
+_VOCAB_SIZE = flags.DEFINE_integer(
+    "vocab_size", None, "Subword vocabulary size (default: the model config's vocab_size)."
+)
 _BATCH_TOKENS = flags.DEFINE_integer("batch_tokens", None, "Source + target tokens per batch (paper: 25000).")
 _BATCH_MULTIPLE = flags.DEFINE_integer("batch_multiple", None, "Batches hold a multiple of this many pairs.")
 _MAX_LENGTH = flags.DEFINE_integer(
@@ -116,6 +118,9 @@ def main(argv):
             model_config = TransformerConfig.load(_CONFIG.value).with_overrides(_OVERRIDE.value)
             data_values = {name: flag.value for name, flag in _DATA_FLAGS.items() if flag.value is not None}
             data_values.setdefault("max_length", model_config.max_length)  # the longest pairs the model accepts
+            # The config's vocab_size is the size of the vocabulary to build (the model's own is then read off
+            # the built vocabulary): a config or --override that sets it must not be silently ignored.
+            data_values.setdefault("vocab_size", model_config.vocab_size)
             data_config = DataConfig(**data_values, seed=_SEED.value, deterministic=_DETERMINISTIC.value)
             train_config = TrainConfig(
                 model_dir=_MODEL_DIR.value, train_steps=_TRAIN_STEPS.value,
