@@ -119,9 +119,7 @@ class DecoderLayer(ResidualBlock):
             )
 
         x, cross_scores = self._residual(x, cross_attention, self.cross_attention_norm, training)
-        x = self._residual(
-            x, lambda y: self.feed_forward(y, training=training), self.feed_forward_norm, training
-        )
+        x = self._residual(x, lambda y: self.feed_forward(y, training=training), self.feed_forward_norm, training)
 
         results = [x]
         if incremental:

@@ -69,7 +69,5 @@ class EncoderLayer(ResidualBlock):
             self.self_attention_norm,
             training,
         )
-        x = self._residual(
-            x, lambda y: self.feed_forward(y, training=training), self.feed_forward_norm, training
-        )
+        x = self._residual(x, lambda y: self.feed_forward(y, training=training), self.feed_forward_norm, training)
         return (x, scores) if return_attention_scores else x
