@@ -1,0 +1,40 @@
+"""benchmarks/trainer_steps.py on a tiny model: its three figures, and a clear error without the data."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "trainer_steps.py"
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+TINY = ["d_model=16", "d_ff=32", "num_heads=2", "num_encoder_layers=1", "num_decoder_layers=1", "vocab_size=1000"]
+
+
+def test_prints_the_three_step_times_of_a_tiny_model(tmp_path, multi30k_dir):
+    out = tmp_path / "result.json"
+    command = [
+        sys.executable, str(SCRIPT), f"--data_dir={multi30k_dir}", "--mixed_precision=float32",
+        "--batch_tokens=512", "--batches=3", "--fixed_steps=2", "--fit_steps=2", "--fit_epochs=2", f"--out={out}",
+        *(f"--override={override}" for override in TINY),
+    ]  # fmt: skip
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=300, env=ENV)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    result = json.loads(completed.stdout)
+    assert result == json.loads(out.read_text())
+    assert result["vocab_size"] == 1000 and result["precision"] == "float32"
+    phases = result["phases"]
+    assert 1 <= phases["real_batches"]["shapes"] <= 3
+    assert phases["real_batches"]["first_pass_ms"] > 0 and phases["real_batches"]["second_pass_ms"] > 0
+    assert phases["fixed_batch"]["median_ms"] > 0 and len(phases["fixed_batch"]["shape"]) == 2
+    assert len(phases["fit_live"]["epoch_ms"]) == 2 and min(phases["fit_live"]["epoch_ms"]) > 0
+    assert 0 < result["mean_target_tokens"] <= 512
+
+
+def test_missing_data_is_a_clear_error(tmp_path):
+    completed = subprocess.run(
+        [sys.executable, str(SCRIPT), f"--data_dir={tmp_path}"], capture_output=True, text=True, timeout=60, env=ENV
+    )
+    assert completed.returncode != 0
+    assert f"no Multi30k in {tmp_path}" in completed.stderr and "Fix: pass --data_dir" in completed.stderr
