@@ -18,7 +18,8 @@ class DecoderLayer(ResidualBlock):
 
     Args:
         d_model, num_heads, d_ff, dropout, attention_dropout, d_k, d_v, norm_first, attention_window,
-        layer_norm_epsilon, activation, activation_dropout: as in `EncoderLayer` (the window restricts self-attention only).
+        layer_norm_epsilon, activation, activation_dropout: as in `EncoderLayer` (the window restricts
+        self-attention only).
 
     Call arguments:
         inputs: `[batch, target_len, d_model]`.

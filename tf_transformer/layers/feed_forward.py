@@ -43,7 +43,9 @@ class FeedForward(keras.layers.Layer):
         self.activation = activation
         self.activation_dropout = activation_dropout
         self.inner = keras.layers.Dense(d_ff, activation=activation, name="inner", dtype=self.dtype_policy)
-        self.dropout_layer = keras.layers.Dropout(activation_dropout, name="activation_dropout", dtype=self.dtype_policy)
+        self.dropout_layer = keras.layers.Dropout(
+            activation_dropout, name="activation_dropout", dtype=self.dtype_policy
+        )
         self.outer = keras.layers.Dense(d_model, name="outer", dtype=self.dtype_policy)
 
     def build(self, inputs_shape):
