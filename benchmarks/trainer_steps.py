@@ -61,7 +61,7 @@ def main(argv=None):
     import tf_transformer as tft
     from tf_transformer import data as data_lib
     from tf_transformer.training.metrics import MaskedAccuracy, TokenCount
-    from tf_transformer.training.optimizer import make_optimizer
+    from tf_transformer.training.optimizer import make_loss, make_optimizer
     from tf_transformer.training.precision import resolve_precision
 
     policy, why = resolve_precision(args.mixed_precision)
@@ -80,12 +80,14 @@ def main(argv=None):
         tokenizer = data_lib.build_vocabulary(data_config, pathlib.Path(folder) / "vocab")
     config = config.replace(vocab_size=tokenizer.vocab_size, target_vocab_size=None)
 
-    model = tft.Transformer(config)
-    model.compile(
-        optimizer=make_optimizer(config),
-        loss=tft.MaskedCrossEntropy(config.label_smoothing, config.pad_id),
-        metrics=[MaskedAccuracy(config.pad_id), TokenCount(config.pad_id)],
-    )
+    def compiled_model():
+        # As `tft-train` compiles it (single worker): Adam with the warmup, the loss and the metrics.
+        model = tft.Transformer(config)
+        metrics = [MaskedAccuracy(config.pad_id), TokenCount(config.pad_id)]
+        model.compile(optimizer=make_optimizer(config), loss=make_loss(config), metrics=metrics)
+        return model
+
+    model = compiled_model()
     dataset = data_lib.make_dataset(data_config, tokenizer, "train", training=True)
     batches = list(dataset.take(args.batches).as_numpy_iterator())
     target_tokens = [int((target > 0).sum()) for _, target in batches]
@@ -126,12 +128,7 @@ def main(argv=None):
             def on_epoch_end(self, epoch, logs=None):
                 epochs.append(milliseconds(time.perf_counter() - self.start, args.fit_steps))
 
-        fresh = tft.Transformer(config)  # a model that has traced nothing, as at the start of a run
-        fresh.compile(
-            optimizer=make_optimizer(config),
-            loss=tft.MaskedCrossEntropy(config.label_smoothing, config.pad_id),
-            metrics=[MaskedAccuracy(config.pad_id), TokenCount(config.pad_id)],
-        )
+        fresh = compiled_model()  # one that has traced nothing, as at the start of a run
         fresh.fit(dataset, steps_per_epoch=args.fit_steps, epochs=args.fit_epochs, callbacks=[EpochTimer()], verbose=0)
         phases["fit_live"] = {"epoch_ms": epochs}
 

@@ -12,9 +12,8 @@ import keras
 from tf_transformer.config import TransformerConfig
 from tf_transformer.data.synthetic import FIRST_SYMBOL, synthetic_translation_dataset
 from tf_transformer.models import Transformer
-from tf_transformer.training.losses import MaskedCrossEntropy
 from tf_transformer.training.metrics import MaskedAccuracy
-from tf_transformer.training.optimizer import make_optimizer
+from tf_transformer.training.optimizer import make_loss, make_optimizer
 
 NUM_SYMBOLS = 20
 
@@ -73,7 +72,7 @@ def train_synthetic_task(
     model = Transformer(config)
     model.compile(
         optimizer=make_optimizer(config),
-        loss=MaskedCrossEntropy(config.label_smoothing, config.pad_id),
+        loss=make_loss(config),
         metrics=[MaskedAccuracy(config.pad_id)],
     )
     shape = dict(

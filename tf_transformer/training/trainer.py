@@ -45,10 +45,9 @@ from tf_transformer.training.callbacks import (
     TrainingInterrupted,
     TrainingMonitor,
 )
-from tf_transformer.training.losses import MaskedCrossEntropy
 from tf_transformer.training.metrics import MaskedAccuracy, TokenCount
 from tf_transformer.training.multi_worker import cluster_role, fit_multi_worker, wait_for_file
-from tf_transformer.training.optimizer import make_optimizer
+from tf_transformer.training.optimizer import make_loss, make_optimizer
 from tf_transformer.training.precision import resolve_precision, restores_dtype_policy
 from tf_transformer.training.train_config import TrainConfig
 from tf_transformer.training.validation_bleu import ValidationBleu
@@ -211,7 +210,7 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
     with strategy.scope():
         model = Transformer(resolved)
         optimizer = make_optimizer(resolved)
-        loss = MaskedCrossEntropy(resolved.label_smoothing, resolved.pad_id)
+        loss = make_loss(resolved)
         if not multi_worker:
             metrics = [MaskedAccuracy(resolved.pad_id), TokenCount(resolved.pad_id)]
             model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=train_config.jit_compile)
