@@ -13,6 +13,11 @@ against a run's `target_tokens_per_second` (benchmarks/NOTES.md entry 20):
     python benchmarks/trainer_steps.py --config=configs/multi30k.json --data_dir=../shared/data/multi30k
 
 The vocabulary is built into a temporary folder first (the config's `vocab_size`). Prints one JSON object.
+
+`--jit_compile` compiles the step with XLA, as `tft-train --jit_compile` does. XLA compiles each new batch
+shape anew (tens of seconds each on a CPU), so for its steady-state step take one shape:
+
+    python benchmarks/trainer_steps.py --jit_compile --batches=1 --fit_steps=0
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ def parse_args(argv=None):
     parser.add_argument("--fit_steps", type=int, default=150, help="steps of each fit epoch (0: skip fit_live)")
     parser.add_argument("--fit_epochs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--jit_compile", action="store_true", help="compile the training step with XLA")
     parser.add_argument("--out", help="also write the JSON to this file")
     return parser.parse_args(argv)
 
@@ -84,7 +90,9 @@ def main(argv=None):
         # As `tft-train` compiles it (single worker): Adam with the warmup, the loss and the metrics.
         model = tft.Transformer(config)
         metrics = [MaskedAccuracy(config.pad_id), TokenCount(config.pad_id)]
-        model.compile(optimizer=make_optimizer(config), loss=make_loss(config), metrics=metrics)
+        model.compile(
+            optimizer=make_optimizer(config), loss=make_loss(config), metrics=metrics, jit_compile=args.jit_compile
+        )
         return model
 
     model = compiled_model()
@@ -141,6 +149,7 @@ def main(argv=None):
         "mean_target_tokens": round(float(np.mean(target_tokens)), 1),
         "precision": policy,
         "precision_reason": why,
+        "jit_compile": args.jit_compile,
         "machine": {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count()},
         "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"),
         "phases": phases,

@@ -30,6 +30,21 @@ def test_prints_the_three_step_times_of_a_tiny_model(tmp_path, multi30k_dir):
     assert phases["fixed_batch"]["median_ms"] > 0 and len(phases["fixed_batch"]["shape"]) == 2
     assert len(phases["fit_live"]["epoch_ms"]) == 2 and min(phases["fit_live"]["epoch_ms"]) > 0
     assert 0 < result["mean_target_tokens"] <= 512
+    assert result["jit_compile"] is False
+
+
+def test_jit_compile_times_one_shape_under_xla(tmp_path, multi30k_dir):
+    command = [
+        sys.executable, str(SCRIPT), f"--data_dir={multi30k_dir}", "--mixed_precision=float32", "--jit_compile",
+        "--batch_tokens=512", "--batches=1", "--fixed_steps=2", "--fit_steps=0",
+        *(f"--override={override}" for override in TINY),
+    ]  # fmt: skip
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=300, env=ENV)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    result = json.loads(completed.stdout)
+    assert result["jit_compile"] is True
+    assert result["phases"]["real_batches"]["shapes"] == 1 and result["phases"]["fixed_batch"]["median_ms"] > 0
+    assert "fit_live" not in result["phases"]
 
 
 def test_missing_data_is_a_clear_error(tmp_path):
