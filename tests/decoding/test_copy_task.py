@@ -14,12 +14,13 @@ HELD_OUT = 50
 
 @pytest.fixture(scope="module")
 def copy_model():
-    # One layer each way and a constant Adam rate learn the copy task in about 500 steps (~35 s on 2 cores).
+    # One layer each way learn the copy task in 500 steps (~35 s on 2 cores). The rate decays to 0 over them: at a
+    # constant 2e-3 the last step's weights copied only 88% on an AVX2-only CPU with oneDNN forced on.
     keras.utils.set_random_seed(0)
     config = synthetic_task_config(num_encoder_layers=1, num_decoder_layers=1, d_ff=128, max_length=32)
     model = tft.Transformer(config)
     model.compile(
-        optimizer=keras.optimizers.Adam(2e-3, beta_2=0.98, epsilon=1e-9),
+        optimizer=keras.optimizers.Adam(keras.optimizers.schedules.CosineDecay(2e-3, 500), beta_2=0.98, epsilon=1e-9),
         loss=tft.MaskedCrossEntropy(0.0, config.pad_id),
     )
     train = synthetic_translation_dataset("copy", 500 * 64, 64, max_length=8, seed=0, shuffle=False)
@@ -44,8 +45,8 @@ def test_greedy_and_beam_search_copy_held_out_sequences(copy_model, held_out, he
     sources, targets = held_out
     greedy_ids, greedy_scores = greedy_decode(copy_model, sources)
     beam_ids, beam_scores = beam_search(copy_model, sources, beam_size=4, n_best=2)
-    # Exact copies of the 50 held-out sequences, measured for training seeds 0, 1, 2: 0.98, 0.94, 1.0 with oneDNN
-    # (TF_ENABLE_ONEDNN_OPTS=1) and 1.0, 0.98, 0.94 without, greedy and beam alike: the bar sits below that spread.
+    # Exact copies of the 50 held-out sequences, measured for training seeds 0, 1, 2 on an AVX2-only CPU: 1.0 for
+    # each, greedy and beam, with oneDNN (TF_ENABLE_ONEDNN_OPTS=1) and without. The bar leaves room for other CPUs.
     assert exact_copies(greedy_ids, targets, helpers) >= 0.9
     assert exact_copies(beam_ids[:, 0], targets, helpers) >= 0.9
     helpers.check_output_convention(beam_ids)
