@@ -10,20 +10,22 @@ from tf_transformer.decoding import beam_search, greedy_decode, translate
 from tf_transformer.training import synthetic_task_config
 
 HELD_OUT = 50
+TRAIN_STEPS = 500
 
 
 @pytest.fixture(scope="module")
 def copy_model():
-    # One layer each way learn the copy task in 500 steps (~35 s on 2 cores). The rate decays to 0 over them: at a
-    # constant 2e-3 the last step's weights copied only 88% on an AVX2-only CPU with oneDNN forced on.
+    # One layer each way learn the copy task in TRAIN_STEPS steps (~35 s on 2 cores). The rate decays to 0 over
+    # them: at a constant 2e-3 the last step's weights copied only 88% on an AVX2-only CPU with oneDNN forced on.
     keras.utils.set_random_seed(0)
     config = synthetic_task_config(num_encoder_layers=1, num_decoder_layers=1, d_ff=128, max_length=32)
     model = tft.Transformer(config)
+    learning_rate = keras.optimizers.schedules.CosineDecay(2e-3, TRAIN_STEPS)
     model.compile(
-        optimizer=keras.optimizers.Adam(keras.optimizers.schedules.CosineDecay(2e-3, 500), beta_2=0.98, epsilon=1e-9),
+        optimizer=keras.optimizers.Adam(learning_rate, beta_2=0.98, epsilon=1e-9),
         loss=tft.MaskedCrossEntropy(0.0, config.pad_id),
     )
-    train = synthetic_translation_dataset("copy", 500 * 64, 64, max_length=8, seed=0, shuffle=False)
+    train = synthetic_translation_dataset("copy", TRAIN_STEPS * 64, 64, max_length=8, seed=0, shuffle=False)
     model.fit(train, epochs=1, verbose=0, shuffle=False)
     return model
 
