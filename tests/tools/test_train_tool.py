@@ -1,4 +1,4 @@
-"""tools/train.py as users run it: a kill -9 mid-run and a restart, clear errors on bad data and config."""
+"""tools/train.py as users run it: kill -9, SIGTERM and restarts, clear errors on bad data and config."""
 
 import json
 import os
@@ -32,45 +32,6 @@ def run(command, timeout=300, cwd=None):
 
 def latest_step(model_dir):
     return int(tf.train.latest_checkpoint(str(model_dir / "checkpoints")).rsplit("ckpt-", 1)[1])
-
-
-def test_a_killed_run_resumes_at_its_checkpoint_and_stops_at_train_steps(tmp_path, small_corpus):
-    model_dir = tmp_path / "run"
-    command = train_command(model_dir, small_corpus, "--train_steps=40", "--checkpoint_every=10")
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
-    deadline = time.time() + 240
-    while not (model_dir / "checkpoints" / "ckpt-20.index").exists():
-        assert process.poll() is None, process.stdout.read()[-3000:]
-        assert time.time() < deadline, "no second checkpoint within 240 s"
-        time.sleep(0.2)
-    process.send_signal(signal.SIGKILL)  # kill -9: no cleanup, no final save
-    process.wait(timeout=30)
-    # 20 normally; 10 when the kill came mid-save, after the files but before the index moved to them:
-    # then the previous checkpoint is still the latest, which is the point of writing the index last.
-    saved = latest_step(model_dir)
-    assert saved in (10, 20)
-    config_before = (model_dir / "config.json").read_text()
-
-    resumed = run(command)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert f"Trained steps {saved} -> 40" in resumed.stdout
-    assert "Resumed from" in resumed.stderr
-    assert latest_step(model_dir) == 40
-    assert (model_dir / "config.json").read_text() == config_before
-    assert json.loads(config_before)["vocab_size"] <= 500
-    # Without --vocab_size, the model config's vocab_size is the size of the vocabulary built.
-    assert json.loads((model_dir / "data_config.json").read_text())["vocab_size"] == 500
-    for name in ("data_config.json", "train_config.json", "data_report.json", "vocab/tokenizer.json"):
-        assert (model_dir / name).is_file(), name
-    tags = set()
-    for events in (model_dir / "logs").rglob("events.out.tfevents.*"):
-        for event in tf.compat.v1.train.summary_iterator(str(events)):
-            tags.update(value.tag for value in event.summary.value)
-    assert {"learning_rate", "target_tokens_per_second", "epoch_loss"} <= tags, tags
-
-    again = run(command)
-    assert again.returncode == 0
-    assert "Already trained 40 steps" in again.stdout
 
 
 def assert_no_valid_model_dir(model_dir):
@@ -146,21 +107,40 @@ def wait_for_text(path, text, process, seconds=240):
         time.sleep(0.2)
 
 
-def test_sigterm_saves_at_the_step_reached_and_a_rerun_resumes_there(tmp_path, small_corpus):
+def test_a_killed_or_stopped_run_resumes_where_it_saved_and_stops_at_train_steps(tmp_path, small_corpus):
+    """One run directory through kill -9, a resume stopped by SIGTERM, a resume to train_steps, a truncated latest
+    checkpoint and a run with nothing left to do (one chain: each tools/train.py start costs a TensorFlow start)."""
     model_dir = tmp_path / "run"
-    # The checkpoint period is far away: only the signal's save can leave a checkpoint.
-    command = train_command(model_dir, small_corpus, "--train_steps=100000", "--checkpoint_every=100000")
+    command = train_command(model_dir, small_corpus, "--train_steps=40", "--checkpoint_every=10")
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
+    deadline = time.time() + 240
+    while not (model_dir / "checkpoints" / "ckpt-20.index").exists():
+        assert process.poll() is None, process.stdout.read()[-3000:]
+        assert time.time() < deadline, "no second checkpoint within 240 s"
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)  # kill -9: no cleanup, no final save
+    process.wait(timeout=30)
+    # 20 normally; 10 when the kill came mid-save, after the files but before the index moved to them:
+    # then the previous checkpoint is still the latest, which is the point of writing the index last.
+    killed_at = latest_step(model_dir)
+    assert killed_at in (10, 20)
+    config_before = (model_dir / "config.json").read_text()
+
+    # The rerun resumes there; SIGTERM stops it. The checkpoint period is far away: only the signal's save can
+    # leave a new checkpoint.
     log = tmp_path / "stderr.txt"
     with open(log, "w") as stderr:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=ENV)
-        wait_for_text(log, "Training from step 0", process)
+        far = train_command(model_dir, small_corpus, "--train_steps=100000", "--checkpoint_every=100000")
+        process = subprocess.Popen(far, stdout=subprocess.PIPE, stderr=stderr, text=True, env=ENV)
+        wait_for_text(log, f"Training from step {killed_at}", process)
         time.sleep(2)
         process.send_signal(signal.SIGTERM)
         stdout, _ = process.communicate(timeout=120)
     output = log.read_text()
     assert process.returncode == 128 + signal.SIGTERM, output[-3000:]
+    assert f"Resumed from {model_dir / 'checkpoints' / f'ckpt-{killed_at}'}" in output
     saved = latest_step(model_dir)
-    assert 1 <= saved < 100000
+    assert killed_at < saved < 100000
     assert "SIGTERM received: saving a checkpoint after the step in progress" in output
     assert f"interrupted: SIGTERM received: training stopped at step {saved} and saved " in output
     assert f"ckpt-{saved}" in output and "Run the same command again to resume" in output
@@ -170,17 +150,34 @@ def test_sigterm_saves_at_the_step_reached_and_a_rerun_resumes_there(tmp_path, s
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"Trained steps {saved} -> {saved + 3}" in resumed.stdout
     assert f"Resumed from {model_dir / 'checkpoints' / f'ckpt-{saved}'}" in resumed.stderr
+    assert latest_step(model_dir) == saved + 3
+    assert (model_dir / "config.json").read_text() == config_before
+    assert json.loads(config_before)["vocab_size"] <= 500
+    # Without --vocab_size, the model config's vocab_size is the size of the vocabulary built.
+    assert json.loads((model_dir / "data_config.json").read_text())["vocab_size"] == 500
+    for name in ("data_config.json", "train_config.json", "data_report.json", "vocab/tokenizer.json"):
+        assert (model_dir / name).is_file(), name
+    tags = set()
+    for events in (model_dir / "logs").rglob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(events)):
+            tags.update(value.tag for value in event.summary.value)
+    assert {"learning_rate", "target_tokens_per_second", "epoch_loss"} <= tags, tags
 
     # A truncated latest checkpoint (a full disk, a partial copy): the rerun resumes from the one before.
     latest = model_dir / "checkpoints" / f"ckpt-{saved + 3}"
     data = pathlib.Path(f"{latest}.data-00000-of-00001")
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
-    again = run(train_command(model_dir, small_corpus, f"--train_steps={saved + 5}", "--checkpoint_every=100000"))
+    last = train_command(model_dir, small_corpus, f"--train_steps={saved + 5}", "--checkpoint_every=100000")
+    again = run(last)
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"checkpoint {latest} cannot be read: a data file is shorter than its index says" in again.stderr
     assert f"Trained steps {saved} -> {saved + 5}" in again.stdout
     assert (model_dir / "checkpoints" / "unreadable" / data.name).stat().st_size > 0
     assert latest_step(model_dir) == saved + 5
+
+    done = run(last)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"Already trained {saved + 5} steps" in done.stdout
 
 
 def test_every_tool_names_a_damaged_checkpoint_in_one_line(tmp_path, small_corpus):

@@ -43,18 +43,24 @@ def data_config(corpus, **changes):
     return DataConfig(**{**values, **changes})
 
 
+# Both strategies in one process (one TensorFlow start, not two): the CPU is split into 2 logical devices once,
+# and the one-device run uses one of them. argv: model config, data config, a folder for the two model_dirs.
 RUN_ON_TWO_CPUS = """
-import json, sys
+import json, pathlib, sys
 import tf_transformer as tft
 from tf_transformer.data import DataConfig
 from tf_transformer.training import TrainConfig, train
 model_config, data_config = tft.TransformerConfig.from_json(sys.argv[1]), DataConfig.from_json(sys.argv[2])
-result = train(model_config, data_config, TrainConfig(
-    model_dir=sys.argv[3], train_steps=12, checkpoint_every=4, strategy=sys.argv[4], num_cpu_devices=2, seed=1,
-    deterministic=True))
+summary = {}
+for strategy in ("one_device", "mirrored"):
+    result = train(model_config, data_config, TrainConfig(
+        model_dir=str(pathlib.Path(sys.argv[3]) / strategy), train_steps=12, checkpoint_every=4, strategy=strategy,
+        num_cpu_devices=2, seed=1, deterministic=True))
+    summary[strategy] = {"loss": result.history["loss"], "val_loss": result.history["val_loss"],
+                         "replicas": result.replicas}
 import tensorflow as tf
-print(json.dumps({"loss": result.history["loss"], "val_loss": result.history["val_loss"], "replicas": result.replicas,
-                  "devices": len(tf.config.list_logical_devices("CPU"))}))
+summary["devices"] = len(tf.config.list_logical_devices("CPU"))
+print(json.dumps(summary))
 """
 
 
@@ -68,27 +74,18 @@ def test_mirrored_on_two_cpu_devices_follows_the_one_device_loss_curve(tmp_path,
         path.write_text("".join(small_corpus[name].read_text(encoding="utf-8").splitlines(True)[:99]), "utf-8")
     data = data_config(small_corpus, batch_multiple=2, valid_source=str(valid_source), valid_target=str(valid_target))
     data.to_json(data_path)
-    curves, validation = {}, {}
-    for strategy in ("one_device", "mirrored"):
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                RUN_ON_TWO_CPUS,
-                str(config_path),
-                str(data_path),
-                str(tmp_path / strategy),
-                strategy,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
-        summary = json.loads(result.stdout.strip().splitlines()[-1])
-        assert summary["devices"] == 2
-        curves[strategy], validation[strategy] = summary["loss"], summary["val_loss"]
-        assert summary["replicas"] == (2 if strategy == "mirrored" else 1)
+    result = subprocess.run(
+        [sys.executable, "-c", RUN_ON_TWO_CPUS, str(config_path), str(data_path), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["devices"] == 2
+    assert (summary["one_device"]["replicas"], summary["mirrored"]["replicas"]) == (1, 2)
+    curves = {strategy: summary[strategy]["loss"] for strategy in ("one_device", "mirrored")}
+    validation = {strategy: summary[strategy]["val_loss"] for strategy in ("one_device", "mirrored")}
     assert len(curves["one_device"]) == 3
     np.testing.assert_allclose(curves["mirrored"], curves["one_device"], rtol=1e-4)
     np.testing.assert_allclose(validation["mirrored"], validation["one_device"], rtol=1e-4)
