@@ -99,11 +99,13 @@ def test_the_readmes_training_command_trains_the_multi30k_config(tmp_path, multi
     assert [expected["vocab_size"], expected["d_model"]] in embedding
 
 
-def wait_for_text(path, text, process, seconds=240):
+def wait_until(done, process, log, what, seconds=240):
+    """Polls `done()`; fails with the end of `log` (the process's output file) if `process` ends first or time runs
+    out."""
     deadline = time.time() + seconds
-    while text not in (path.read_text(errors="replace") if path.exists() else ""):
-        assert process.poll() is None, path.read_text(errors="replace")[-3000:]
-        assert time.time() < deadline, f"{text!r} not in {path} within {seconds} s"
+    while not done():
+        assert process.poll() is None, log.read_text(errors="replace")[-3000:]
+        assert time.time() < deadline, f"{what} not within {seconds} s"
         time.sleep(0.2)
 
 
@@ -112,12 +114,11 @@ def test_a_killed_or_stopped_run_resumes_where_it_saved_and_stops_at_train_steps
     checkpoint and a run with nothing left to do (one chain: each tools/train.py start costs a TensorFlow start)."""
     model_dir = tmp_path / "run"
     command = train_command(model_dir, small_corpus, "--train_steps=40", "--checkpoint_every=10")
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
-    deadline = time.time() + 240
-    while not (model_dir / "checkpoints" / "ckpt-20.index").exists():
-        assert process.poll() is None, process.stdout.read()[-3000:]
-        assert time.time() < deadline, "no second checkpoint within 240 s"
-        time.sleep(0.2)
+    killed_log = tmp_path / "killed.txt"
+    with open(killed_log, "w") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, text=True, env=ENV)
+    second = model_dir / "checkpoints" / "ckpt-20.index"
+    wait_until(second.exists, process, killed_log, "a second checkpoint")
     process.send_signal(signal.SIGKILL)  # kill -9: no cleanup, no final save
     process.wait(timeout=30)
     # 20 normally; 10 when the kill came mid-save, after the files but before the index moved to them:
@@ -132,7 +133,8 @@ def test_a_killed_or_stopped_run_resumes_where_it_saved_and_stops_at_train_steps
     with open(log, "w") as stderr:
         far = train_command(model_dir, small_corpus, "--train_steps=100000", "--checkpoint_every=100000")
         process = subprocess.Popen(far, stdout=subprocess.PIPE, stderr=stderr, text=True, env=ENV)
-        wait_for_text(log, f"Training from step {killed_at}", process)
+        started = f"Training from step {killed_at}"
+        wait_until(lambda: started in log.read_text(errors="replace"), process, log, f"{started!r} in {log}")
         time.sleep(2)
         process.send_signal(signal.SIGTERM)
         stdout, _ = process.communicate(timeout=120)
