@@ -83,13 +83,12 @@ def test_mirrored_on_two_cpu_devices_follows_the_one_device_loss_curve(tmp_path,
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["devices"] == 2
-    assert (summary["one_device"]["replicas"], summary["mirrored"]["replicas"]) == (1, 2)
-    curves = {strategy: summary[strategy]["loss"] for strategy in ("one_device", "mirrored")}
-    validation = {strategy: summary[strategy]["val_loss"] for strategy in ("one_device", "mirrored")}
-    assert len(curves["one_device"]) == 3
-    np.testing.assert_allclose(curves["mirrored"], curves["one_device"], rtol=1e-4)
-    np.testing.assert_allclose(validation["mirrored"], validation["one_device"], rtol=1e-4)
-    assert curves["one_device"][-1] < curves["one_device"][0]  # it does learn
+    one_device, mirrored = summary["one_device"], summary["mirrored"]
+    assert (one_device["replicas"], mirrored["replicas"]) == (1, 2)
+    assert len(one_device["loss"]) == 3
+    np.testing.assert_allclose(mirrored["loss"], one_device["loss"], rtol=1e-4)
+    np.testing.assert_allclose(mirrored["val_loss"], one_device["val_loss"], rtol=1e-4)
+    assert one_device["loss"][-1] < one_device["loss"][0]  # it does learn
 
 
 def test_a_diverging_run_stops_with_a_clear_error_and_keeps_the_last_good_checkpoint(tmp_path, small_corpus):
