@@ -29,7 +29,9 @@ def imported_modules(name: str, path: pathlib.Path, modules: Dict[str, pathlib.P
 
     `from a.b import c` is an edge to `a.b.c` when that is a module, else to `a.b`. Importing `a.b.c` also
     runs `a/__init__` and `a/b/__init__`; those implicit edges are left out, else every package whose
-    `__init__` imports its own submodules would be a cycle.
+    `__init__` imports its own submodules would be a cycle. A package's lazy attributes (its module-level
+    `_LAZY = {"name": "module", ...}`, see tf_transformer/_lazy.py) are edges to their modules: imported on
+    first use, they are imports all the same.
     """
     is_package = path.name == "__init__.py"
     edges = set()
@@ -43,6 +45,12 @@ def imported_modules(name: str, path: pathlib.Path, modules: Dict[str, pathlib.P
                 anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
                 base = ".".join(anchor + ([base] if base else []))
             targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+        elif (
+            isinstance(node, ast.Assign)
+            and [getattr(target, "id", None) for target in node.targets] == ["_LAZY"]
+            and isinstance(node.value, ast.Dict)
+        ):
+            targets = [value.value for value in node.value.values if isinstance(value, ast.Constant)]
         else:
             continue
         edges.update(target for target in targets if target in modules and target != name)
@@ -80,6 +88,8 @@ def test_the_graph_sees_the_package():
     graph = import_graph()
     assert len(graph) > 20 and f"{PACKAGE}.data.corpus" in graph
     assert f"{PACKAGE}.decoding._common" in graph[f"{PACKAGE}.decoding.greedy"]
+    # The lazy attributes of the package __init__ files are edges too.
+    assert f"{PACKAGE}.models" in graph[PACKAGE] and f"{PACKAGE}.decoding.text" in graph[f"{PACKAGE}.decoding"]
 
 
 def test_every_kind_of_import_is_an_edge(tmp_path):
@@ -91,10 +101,11 @@ def test_every_kind_of_import_is_an_edge(tmp_path):
         "import numpy\n"
         "def f():\n"
         "    from pkg.e import name\n"
+        '_LAZY = {"Thing": "pkg.f", "other": "not.in.pkg"}\n'
     )
-    modules = {name: path for name in ("pkg", "pkg.a", "pkg.b", "pkg.c", "pkg.d", "pkg.e")}
+    modules = {name: path for name in ("pkg", "pkg.a", "pkg.b", "pkg.c", "pkg.d", "pkg.e", "pkg.f")}
     # `not_a_module` is a name defined in pkg/__init__: an edge to pkg itself.
-    assert imported_modules("pkg.c", path, modules) == {"pkg", "pkg.a", "pkg.b", "pkg.d", "pkg.e"}
+    assert imported_modules("pkg.c", path, modules) == {"pkg", "pkg.a", "pkg.b", "pkg.d", "pkg.e", "pkg.f"}
 
 
 def test_find_cycle():

@@ -18,10 +18,33 @@ import os
 # before TensorFlow starts (so not when the user imported tensorflow first), and an explicit value wins.
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 
-from tf_transformer import checkpoints, data, decoding, evaluation, export, layers, visualization
-from tf_transformer.config import ConfigError, TransformerConfig, list_presets
-from tf_transformer.models import SequenceClassifier, Transformer
-from tf_transformer.training import MaskedAccuracy, MaskedCrossEntropy, WarmupSchedule, make_loss, make_optimizer
+from tf_transformer._lazy import lazy_attributes
+
+# Imported on first use (PEP 562), so that `import tf_transformer` and a command's --help cost no TensorFlow
+# import: public name -> its module (the module itself for a subpackage).
+_LAZY = {
+    "ConfigError": "tf_transformer.config",
+    "MaskedAccuracy": "tf_transformer.training",
+    "MaskedCrossEntropy": "tf_transformer.training",
+    "SequenceClassifier": "tf_transformer.models",
+    "Transformer": "tf_transformer.models",
+    "TransformerConfig": "tf_transformer.config",
+    "WarmupSchedule": "tf_transformer.training",
+    "checkpoints": "tf_transformer.checkpoints",
+    "config": "tf_transformer.config",
+    "data": "tf_transformer.data",
+    "decoding": "tf_transformer.decoding",
+    "evaluation": "tf_transformer.evaluation",
+    "export": "tf_transformer.export",
+    "layers": "tf_transformer.layers",
+    "list_presets": "tf_transformer.config",
+    "make_loss": "tf_transformer.training",
+    "make_optimizer": "tf_transformer.training",
+    "models": "tf_transformer.models",
+    "training": "tf_transformer.training",
+    "visualization": "tf_transformer.visualization",
+}
+__getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 __all__ = [
     "ConfigError",

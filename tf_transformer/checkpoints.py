@@ -34,6 +34,7 @@ import tensorflow as tf
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.data.errors import DataError
 from tf_transformer.data.vocab import Tokenizer, check_special_ids
+from tf_transformer.errors import CheckpointError  # defined there for the commands (no TensorFlow); re-exported
 from tf_transformer.files import write_atomically
 from tf_transformer.model_dir import (  # noqa: F401 (the layout's names stay importable from checkpoints)
     AVERAGED_DIR,
@@ -52,19 +53,6 @@ logger = logging.getLogger("tf_transformer")
 
 
 PathLike = Union[str, os.PathLike]
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be read (missing, truncated or corrupted files) or that holds other weights.
-
-    A `ValueError`, as bad input is elsewhere in the package. `path` is the checkpoint's path prefix and
-    `unreadable` tells a damaged checkpoint (True) from one of another model (False).
-    """
-
-    def __init__(self, message: str, path: str = "", unreadable: bool = True):
-        super().__init__(message)
-        self.path = path
-        self.unreadable = unreadable
 
 
 # What TensorFlow's checkpoint reader raises for damaged files: OpError kinds from the C++ reader (a missing

@@ -10,9 +10,12 @@ import pathlib
 from importlib import resources
 from typing import Any, Mapping, Optional, Sequence, Union
 
+from tf_transformer.decoding_settings import check_settings
 from tf_transformer.files import write_atomically
 
 POSITION_ENCODINGS = ("sinusoidal", "learned")
+# The fields of decoding.json (decoding_settings.CONFIG_FIELDS), not of the model.
+DECODE_FIELDS = ("decode_beam_size", "decode_length_penalty", "decode_method", "decode_average_last")
 ACTIVATIONS = ("relu", "gelu")
 
 
@@ -153,6 +156,10 @@ class TransformerConfig(JsonConfig):
         learning_rate_scale: a constant multiplying the paper's learning-rate formula.
         pad_id: the padding token id; always 0 in this package.
         bos_id, eos_id: start and end of sequence token ids.
+        decode_beam_size, decode_length_penalty, decode_method, decode_average_last: how to decode this model
+            (the paper: beam 4, length penalty alpha 0.6, the latest checkpoint, None); `tft-train` writes them
+            into the model directory's decoding.json, the defaults of `tft-translate`, `tft-evaluate` and
+            `tft-export`. They do not change the model or its training.
     """
 
     vocab_size: int = 37000
@@ -181,6 +188,10 @@ class TransformerConfig(JsonConfig):
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
+    decode_beam_size: int = 4
+    decode_length_penalty: float = 0.6
+    decode_method: str = "beam"
+    decode_average_last: Optional[int] = None
 
     def __post_init__(self):
         self._check_types()
@@ -247,6 +258,10 @@ class TransformerConfig(JsonConfig):
                 f"pad_id: token id 0 is padding everywhere in tf_transformer, got {self.pad_id}. "
                 "Fix: set pad_id=0 and give padding id 0 in your vocabulary."
             )
+        try:
+            check_settings({name[len("decode_") :]: getattr(self, name) for name in DECODE_FIELDS}, prefix="decode_")
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         smallest_vocab = min(self.vocab_size, self.output_vocab_size)
         for name in ("bos_id", "eos_id"):
             value = getattr(self, name)

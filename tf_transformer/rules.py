@@ -1,7 +1,8 @@
 """Rules shared across the package, each written once: argument checks, the default output length, source ids.
 
-Imports no other package module, so the data pipeline, the decoders and the exports can all use it without
-an import cycle or a heavy import.
+Imports no other package module but `decoding_settings` (which imports no TensorFlow and holds
+EXTRA_DECODE_LENGTH, for the commands' flags), so the data pipeline, the decoders and the exports can all use
+it without an import cycle or a heavy import.
 
 Source ids (the rule that training, `tf_transformer.decoding.text` and the SavedModel export share): a
 sentence's tokens, cut to the first `max_length - 1` if longer, then EOS. It has two forms, one per kind of
@@ -17,9 +18,9 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
-# The default output length allowance: a sentence gets at most its source length + this many tokens, EOS
-# included (the paper's "input length + 50").
-EXTRA_DECODE_LENGTH = 50
+# The default output length allowance (the paper's "input length + 50"): a sentence gets at most its source
+# length + this many tokens, EOS included.
+from tf_transformer.decoding_settings import EXTRA_DECODE_LENGTH
 
 
 def is_int(value) -> bool:

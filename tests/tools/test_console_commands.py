@@ -10,6 +10,7 @@ import concurrent.futures
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -19,6 +20,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "tf_transformer"
 BIN = pathlib.Path(sys.executable).parent  # not resolved: a venv's python is a link into the base install
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+# As a user's shell: TF_CPP_MIN_LOG_LEVEL unset (tests/conftest.py sets it for the test process).
+QUIET_ENV = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
+# TensorFlow's C++ log: absl's `I0000 00:00:...  file.cc:31] ...` lines and its known start-up notices.
+TF_LOG_LINE = re.compile(
+    r"^\S+\.cc:\d+\]|^[IWEF]\d{4} .*\.cc:\d+\]|oneDNN custom operations|cuInit|absl::InitializeLog|cpu_feature_guard",
+    re.M,
+)
 
 # Command -> (its module in tf_transformer/cli/, a few of its own flags).
 COMMANDS = {
@@ -53,9 +61,9 @@ def usage_line(module):
     return next(line.strip() for line in docstring.splitlines() if line.strip().startswith("tft-"))
 
 
-def run_all(commands, parallel=4):
-    """Runs the commands `parallel` at a time (each imports TensorFlow: seconds of CPU and 400 MB; more at once
-    than the cores run gains no time), in the checkout: {key: CompletedProcess}."""
+def run_all(commands, parallel=2):
+    """Runs the commands `parallel` at a time (--help imports no TensorFlow: a tenth of a second each), in the
+    checkout: {key: CompletedProcess}."""
 
     def run(arguments):
         return subprocess.run(arguments, capture_output=True, text=True, timeout=300, env=ENV, cwd=ROOT)
@@ -129,6 +137,22 @@ def test_helpfull_lists_the_binarys_flags_first(helps, script):
     assert "tf_transformer.cli.train:" not in modules
 
 
+def test_help_and_the_binaries_modules_import_no_tensorflow(helps):
+    # --help prints before main(), so a TensorFlow import there could only come from the modules: importing a
+    # binary's module (one per interpreter: each defines its flags) must leave TensorFlow unimported.
+    code = (
+        "import importlib, sys\n"
+        "importlib.import_module(sys.argv[1])\n"
+        "print(sorted(name for name in ('tensorflow', 'keras', 'tensorflow_text') if name in sys.modules))\n"
+    )
+    modules = [f"tf_transformer.cli.{module}" for module, _ in COMMANDS.values()] + ["tf_transformer"]
+    results = run_all({module: [sys.executable, "-c", code, module] for module in modules})
+    for module, result in results.items():
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert result.stdout.strip() == "[]", f"{module} imports {result.stdout.strip()}"
+    assert all(helps[(name, "--help")].returncode == HELP_STATUS for name in COMMANDS)
+
+
 def test_a_bad_flag_value_fails_as_the_tool_did(helps):
     result = helps[("tft-average-checkpoints", "bad flag")]
     assert result.returncode == 1
@@ -143,11 +167,17 @@ def test_tft_train_trains_a_tiny_model(tmp_path, small_corpus):
             f"--train_source={small_corpus['train_en']}", f"--train_target={small_corpus['train_de']}",
             f"--model_dir={model_dir}", "--vocab_size=500", "--batch_tokens=1024", "--max_length=48",
             "--train_steps=2", "--checkpoint_every=2", "--seed=1",
+            "--override=decode_length_penalty=1.5", "--override=decode_average_last=2",
         ],
-        capture_output=True, text=True, timeout=300, env=ENV, cwd=tmp_path,
+        capture_output=True, text=True, timeout=300, env=QUIET_ENV, cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Trained steps 0 -> 2" in result.stdout
+    # TF_CPP_MIN_LOG_LEVEL unset, as in a user's shell: not one line of TensorFlow's C++ log.
+    assert not TF_LOG_LINE.search(result.stdout + result.stderr), result.stderr[-3000:]
+    # The model config's decoding settings (here from --override) become the model directory's decoding.json.
+    decoding = json.loads((model_dir / "decoding.json").read_text())
+    assert decoding == {"beam_size": 4, "length_penalty": 1.5, "method": "beam", "average_last": 2}
     assert (model_dir / "checkpoints" / "ckpt-2.index").is_file()
     assert (model_dir / "config.json").is_file() and (model_dir / "vocab" / "tokenizer.json").is_file()
     # --mixed_precision=auto, the default: the run logs and records the policy it chose and why.

@@ -6,9 +6,18 @@ a library must not do (tests/tools/test_console_commands.py checks that nothing 
 """
 
 import contextlib
+import os
+import re
 import sys
+import tempfile
 
 from absl import app, flags
+
+# Every command has it (adopt_help shows it in each --help).
+_TF_LOG = flags.DEFINE_bool(
+    "tf_log", False, "Show TensorFlow's own C++ log lines (start-up notices, warnings), which are hidden by default; "
+    "setting TF_CPP_MIN_LOG_LEVEL in the environment does the same and sets their level."
+)
 
 
 def adopt_help(module_name: str, *shared_flag_modules: str) -> None:
@@ -25,7 +34,7 @@ def adopt_help(module_name: str, *shared_flag_modules: str) -> None:
     if main is not module:  # python -m tf_transformer.cli.X: the module is __main__ already
         main.__doc__ = module.__doc__
     by_module = flags.FLAGS.flags_by_module_dict()  # the dict itself, not a copy
-    for name in (module_name, *shared_flag_modules):
+    for name in (module_name, __name__, *shared_flag_modules):
         if name != sys.argv[0] and name in by_module:
             by_module.setdefault(sys.argv[0], []).extend(by_module.pop(name))
 
@@ -41,7 +50,60 @@ def exit_on(*error_types: type[BaseException]):
         sys.exit(1)
 
 
+# TensorFlow's start-up lines that TF_CPP_MIN_LOG_LEVEL cannot hide, dropped while TensorFlow starts: INFO and
+# WARNING lines (absl's `I0000 00:00:...  file.cc:31] ...`, or tsl's `2026-... I file.cc:31] ...`; the CUDA stub's
+# "Could not find cuda drivers" is logged while the libraries load, before TensorFlow reads the variable),
+# absl's note that they go to stderr, cpu_feature_guard's second line, and the CUDA errors that every machine
+# without a usable GPU logs (failed cuInit; the duplicate cuDNN / cuFFT / cuBLAS factories).
+_STARTUP_NOISE = re.compile(
+    r"^(?:[IW]\d{4} |\d{4}-\d\d-\d\d [\d:.]+: [IW] |WARNING: All log messages before absl::InitializeLog\(\)"
+    r"|To enable the following instructions:|[EF]\d{4} .*(?:cuInit|Unable to register cu\w+ factory))"
+)
+
+
+def start_tensorflow(show_log: bool = False) -> None:
+    """Imports TensorFlow without its C++ log on the console, unless `show_log` or TF_CPP_MIN_LOG_LEVEL is set.
+
+    TF_CPP_MIN_LOG_LEVEL=2 hides TensorFlow's INFO and WARNING lines for the whole run but keeps its ERROR
+    lines, which may be the only report of a real failure (level 3 would hide those too). Some lines come
+    before TensorFlow reads that variable, while its libraries load, and the failed cuInit of a machine without
+    a usable GPU is an ERROR line: while TensorFlow starts (the import, and the device list that initializes
+    CUDA), stderr goes to a file, and what is not `_STARTUP_NOISE` is written back. Run before anything imports
+    TensorFlow (the variable counts only then): a command's heavy imports are inside its main().
+    """
+    if "tensorflow" in sys.modules:
+        return
+    if show_log or "TF_CPP_MIN_LOG_LEVEL" in os.environ:  # the user asked: change nothing
+        import tensorflow  # noqa: F401
+
+        return
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            import tensorflow as tf
+
+            tf.config.list_physical_devices()  # initializes CUDA where TensorFlow has it
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            lines = capture.read().decode("utf-8", errors="replace").splitlines(keepends=True)
+            sys.stderr.write("".join(line for line in lines if not _STARTUP_NOISE.match(line)))
+            sys.stderr.flush()
+
+
 def run_binary(module_name: str, main, *shared_flag_modules: str) -> None:
-    """The console command of the binary `module_name`: its --help (`adopt_help`), then absl's `app.run(main)`."""
+    """The console command of the binary `module_name`: its --help (`adopt_help`), then absl's `app.run(main)`,
+    which parses the flags, starts TensorFlow (`start_tensorflow`: quietly unless --tf_log) and calls `main`.
+    --help needs neither TensorFlow nor main, so it is instant when the binary's module imports no TensorFlow."""
     adopt_help(module_name, *shared_flag_modules)
-    app.run(main)
+
+    def main_after_tensorflow(argv):
+        start_tensorflow(show_log=_TF_LOG.value)
+        return main(argv)
+
+    app.run(main_after_tensorflow)

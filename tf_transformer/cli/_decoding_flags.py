@@ -1,23 +1,35 @@
 """The checkpoint and decoding flags that `tft-translate` and `tft-evaluate` share: one definition, one check.
 
 Importing this module defines the flags in absl's global FLAGS (only the binaries import it); each binary's
-`adopt_help(__name__, __name__ of this module)` shows them in its --help.
+`adopt_help(__name__, __name__ of this module)` shows them in its --help. A decoding flag the user gives wins;
+else the model directory's decoding.json (written by tft-train) decides; else the default shown here.
 """
+
+import logging
 
 from absl import flags
 
-from tf_transformer.decoding import METHODS
-from tf_transformer.rules import EXTRA_DECODE_LENGTH
+from tf_transformer.decoding_settings import DEFAULTS, EXTRA_DECODE_LENGTH, METHODS, describe, resolve_settings
 
 CHECKPOINT = flags.DEFINE_string("checkpoint", None, "A checkpoint path prefix, or best (default: the latest).")
-AVERAGE_LAST = flags.DEFINE_integer("average_last", None, "Average the last N checkpoints in memory.")
-BEAM_SIZE = flags.DEFINE_integer("beam_size", 4, "Beam width (the paper: 4).")
-LENGTH_PENALTY = flags.DEFINE_float("length_penalty", 0.6, "Length penalty alpha (the paper: 0.6).")
-METHOD = flags.DEFINE_enum("method", "beam", list(METHODS), "Decoding method.")
+AVERAGE_LAST = flags.DEFINE_integer(
+    "average_last", None, "Average the last N checkpoints in memory (default: decoding.json's average_last, if any)."
+)
+BEAM_SIZE = flags.DEFINE_integer(
+    "beam_size", DEFAULTS["beam_size"], "Beam width (default: decoding.json's, else the paper's 4)."
+)
+LENGTH_PENALTY = flags.DEFINE_float(
+    "length_penalty", DEFAULTS["length_penalty"], "Length penalty alpha (default: decoding.json's, else the paper's 0.6)."
+)
+METHOD = flags.DEFINE_enum(
+    "method", DEFAULTS["method"], list(METHODS), "Decoding method (default: decoding.json's, else beam)."
+)
 BATCH_TOKENS = flags.DEFINE_integer("batch_tokens", 4096, "Source tokens per batch (padding included).")
 MAX_DECODE_LENGTH = flags.DEFINE_integer(
     "max_decode_length", None, f"Most output tokens a sentence (default: its source length + {EXTRA_DECODE_LENGTH})."
 )
+# Flag -> decoding.json key.
+_SETTING_FLAGS = {"beam_size": BEAM_SIZE, "length_penalty": LENGTH_PENALTY, "method": METHOD, "average_last": AVERAGE_LAST}
 
 
 def check_checkpoint_flags() -> None:
@@ -26,20 +38,31 @@ def check_checkpoint_flags() -> None:
         raise ValueError("--checkpoint and --average_last: give one of them.")
 
 
-def load_model(model_dir: str):
-    """`(model, tokenizer, config)` of `model_dir` with the weights the checkpoint flags choose."""
+def settings(model_dir: str) -> dict:
+    """The decoding settings for `model_dir` (flags given, else its decoding.json, else the defaults), logged
+    in one line that says where each came from."""
+    check_checkpoint_flags()
+    given = {name: flag.value for name, flag in _SETTING_FLAGS.items() if flags.FLAGS[flag.name].present}
+    values, sources = resolve_settings(given, model_dir, checkpoint_given=CHECKPOINT.value is not None)
+    logging.getLogger("tf_transformer").info(describe(values, sources))
+    return values
+
+
+def load_model(model_dir: str, decoding: dict):
+    """`(model, tokenizer, config)` of `model_dir` with the weights the checkpoint flags (or `decoding`'s
+    average_last, from `settings`) choose."""
     from tf_transformer.checkpoints import load_translation_model  # heavy: only when a model is used
 
-    check_checkpoint_flags()
-    return load_translation_model(model_dir, CHECKPOINT.value, average_last=AVERAGE_LAST.value)
+    return load_translation_model(model_dir, CHECKPOINT.value, average_last=decoding["average_last"])
 
 
-def decoding_arguments() -> dict:
-    """The keyword arguments of `tf_transformer.decoding.text.translate_texts` that the flags set."""
+def decoding_arguments(decoding: dict) -> dict:
+    """The keyword arguments of `tf_transformer.decoding.text.translate_texts` that the flags and `decoding`
+    (from `settings`) set."""
     return {
-        "beam_size": BEAM_SIZE.value,
-        "length_penalty": LENGTH_PENALTY.value,
-        "method": METHOD.value,
+        "beam_size": decoding["beam_size"],
+        "length_penalty": decoding["length_penalty"],
+        "method": decoding["method"],
         "batch_tokens": BATCH_TOKENS.value,
         "max_decode_length": MAX_DECODE_LENGTH.value,
     }

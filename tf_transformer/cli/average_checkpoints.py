@@ -12,7 +12,6 @@ import logging as pylogging
 
 from absl import flags
 
-from tf_transformer.checkpoints import average_checkpoints
 from tf_transformer.cli import exit_on, run_binary
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.", required=True)
@@ -23,6 +22,8 @@ _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where to write the averag
 def main(argv):
     del argv
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
+    from tf_transformer.checkpoints import average_checkpoints  # not at the top: --help needs no TensorFlow
+
     with exit_on(FileNotFoundError, ValueError):
         path = average_checkpoints(_MODEL_DIR.value, _NUM_CHECKPOINTS.value, _OUTPUT_DIR.value)
     print(path)

@@ -16,7 +16,8 @@ from absl import app, flags
 
 from tf_transformer.cli import exit_on, run_binary
 from tf_transformer.config import ConfigError
-from tf_transformer.data import DataConfig, DataError, build_vocabulary
+from tf_transformer.data.config import DataConfig  # imports no TensorFlow, unlike build_vocabulary
+from tf_transformer.data.errors import DataError
 
 _DEFAULTS = DataConfig()
 _DATA_CONFIG = flags.DEFINE_string("data_config", None, "A DataConfig JSON file; flags given explicitly override it.")
@@ -67,6 +68,8 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     if not _OUTPUT_DIR.value:
         raise app.UsageError("--output_dir is required.")
+    from tf_transformer.data import build_vocabulary  # not at the top: --help needs no TensorFlow
+
     with exit_on(ConfigError, DataError):
         data_config = data_config_from_flags()
         tokenizer = build_vocabulary(data_config, _OUTPUT_DIR.value)

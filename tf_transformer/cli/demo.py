@@ -8,7 +8,6 @@ import json
 from absl import flags
 
 from tf_transformer.cli import run_binary
-from tf_transformer.training import train_synthetic_task
 
 _TASK = flags.DEFINE_enum("task", "reverse", ["copy", "reverse"], "The generated task.")
 _STEPS = flags.DEFINE_integer("steps", 800, "Training steps.", lower_bound=1)
@@ -19,6 +18,8 @@ _MODEL_DIR = flags.DEFINE_string("model_dir", None, "Where to save model.keras a
 
 def main(argv):
     del argv
+    from tf_transformer.training import train_synthetic_task  # not at the top: --help needs no TensorFlow
+
     summary = train_synthetic_task(
         _TASK.value, steps=_STEPS.value, batch_size=_BATCH_SIZE.value, seed=_SEED.value, model_dir=_MODEL_DIR.value
     )

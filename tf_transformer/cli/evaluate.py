@@ -6,7 +6,8 @@
 
 Either scores a file of translations (--hypotheses), or first translates --sources with a model directory
 (the decoding flags of tft-translate: --checkpoint (a path, or best) or --average_last, --beam_size,
---length_penalty, --method, --batch_tokens, --max_decode_length). Files are plain or gzip, one sentence a line,
+--length_penalty, --method, --batch_tokens, --max_decode_length; those not given come from the model directory's
+decoding.json, as in tft-translate). Files are plain or gzip, one sentence a line,
 aligned by line.
 Prints {"bleu", "bleu_signature", "chrf", "chrf_signature", "tok_lower_bleu", "sentences", ...}: see
 `tf_transformer.evaluation.score_translations` for what each figure is.
@@ -19,8 +20,6 @@ from absl import flags
 
 from tf_transformer.cli import _decoding_flags as decoding_flags
 from tf_transformer.cli import exit_on, run_binary
-from tf_transformer.data.files import inspect_text_file, read_lines
-from tf_transformer.evaluation import score_translations
 
 _REFERENCES = flags.DEFINE_string("references", None, "Reference translations, one a line.", required=True)
 _HYPOTHESES = flags.DEFINE_string("hypotheses", None, "Translations to score, aligned with --references.")
@@ -29,6 +28,8 @@ _SOURCES = flags.DEFINE_string("sources", None, "Source sentences to translate (
 
 
 def read_file(path, flag):
+    from tf_transformer.data.files import inspect_text_file, read_lines  # not at the top: --help needs no TensorFlow
+
     inspect_text_file(path, flag)  # a clear error for a missing, empty or non-UTF-8 file
     return list(read_lines(path))
 
@@ -38,8 +39,9 @@ def translate_sources():
     from tf_transformer.decoding.text import translate_texts
 
     sources = read_file(_SOURCES.value, "--sources")
-    model, tokenizer, _ = decoding_flags.load_model(_MODEL_DIR.value)
-    results = translate_texts(model, tokenizer, sources, **decoding_flags.decoding_arguments())
+    decoding = decoding_flags.settings(_MODEL_DIR.value)
+    model, tokenizer, _ = decoding_flags.load_model(_MODEL_DIR.value, decoding)
+    results = translate_texts(model, tokenizer, sources, **decoding_flags.decoding_arguments(decoding))
     return [hypotheses[0][0] for hypotheses in results]
 
 
@@ -56,6 +58,8 @@ def main(argv):
             raise ValueError("--model_dir and --sources go together: pass both.")
         references = read_file(_REFERENCES.value, "--references")
         hypotheses = read_file(_HYPOTHESES.value, "--hypotheses") if not with_model else translate_sources()
+        from tf_transformer.evaluation import score_translations
+
         scores = score_translations(hypotheses, references)
     print(json.dumps(scores, indent=2))
 

@@ -7,17 +7,20 @@
 Writes --export_dir/<version>/ (the next version number when --version is not given; an existing version is
 never overwritten) and prints its path. The SavedModel has the signatures serving_default (inputs: string
 [batch] -> outputs: string [batch], scores: float32 [batch]), translate_nbest and translate_ids; the
-tokenizer and beam search run inside the graph. The decoding flags are fixed in the export. The work is
-`tf_transformer.export.export_saved_model`.
+tokenizer and beam search run inside the graph. The decoding settings are fixed in the export and recorded in
+its assets/export_config.json: --beam_size, --length_penalty and --average_last default to the model
+directory's decoding.json (as in tft-translate; average_last only without --checkpoint), else to beam 4,
+length penalty 0.6 and the latest checkpoint; one log line says which were used and where each came from.
+The export is beam search whatever decoding.json's method. The work is `tf_transformer.export.export_saved_model`.
 """
 
+import logging
 import logging as pylogging
 
 from absl import flags
 
 from tf_transformer.cli import exit_on, run_binary
-from tf_transformer.export import export_saved_model
-from tf_transformer.rules import EXTRA_DECODE_LENGTH
+from tf_transformer.decoding_settings import DEFAULTS, EXTRA_DECODE_LENGTH, describe, resolve_settings
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.", required=True)
 _EXPORT_DIR = flags.DEFINE_string(
@@ -25,8 +28,15 @@ _EXPORT_DIR = flags.DEFINE_string(
 )
 _VERSION = flags.DEFINE_integer("version", None, "Version number (default: one more than the highest there).")
 _CHECKPOINT = flags.DEFINE_string("checkpoint", None, "A checkpoint path prefix or folder (default: the latest).")
-_BEAM_SIZE = flags.DEFINE_integer("beam_size", 4, "Beam width (the paper: 4).")
-_LENGTH_PENALTY = flags.DEFINE_float("length_penalty", 0.6, "Length penalty alpha (the paper: 0.6).")
+_AVERAGE_LAST = flags.DEFINE_integer(
+    "average_last", None, "Export the average of the last N checkpoints (default: decoding.json's average_last, if any)."
+)
+_BEAM_SIZE = flags.DEFINE_integer(
+    "beam_size", DEFAULTS["beam_size"], "Beam width (default: decoding.json's, else the paper's 4)."
+)
+_LENGTH_PENALTY = flags.DEFINE_float(
+    "length_penalty", DEFAULTS["length_penalty"], "Length penalty alpha (default: decoding.json's, else the paper's 0.6)."
+)
 _N_BEST = flags.DEFINE_integer("n_best", None, "Translations translate_nbest returns (default: --beam_size).")
 _MAX_DECODE_LENGTH = flags.DEFINE_integer(
     "max_decode_length", None, f"Most output tokens a sentence (default: its source length + {EXTRA_DECODE_LENGTH})."
@@ -36,11 +46,19 @@ _MAX_DECODE_LENGTH = flags.DEFINE_integer(
 def main(argv):
     del argv
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
+    from tf_transformer.export import export_saved_model  # not at the top: --help needs no TensorFlow
+
     with exit_on(FileNotFoundError, FileExistsError, ValueError):  # ConfigError and DataError are ValueErrors
+        if _CHECKPOINT.value is not None and _AVERAGE_LAST.value is not None:
+            raise ValueError("--checkpoint and --average_last: give one of them.")
+        given = {flag.name: flag.value for flag in (_BEAM_SIZE, _LENGTH_PENALTY, _AVERAGE_LAST) if flag.present}
+        decoding, sources = resolve_settings(given, _MODEL_DIR.value, checkpoint_given=_CHECKPOINT.value is not None)
+        del decoding["method"], sources["method"]  # an export is beam search
+        logging.getLogger("tf_transformer").info(describe(decoding, sources))
         path = export_saved_model(
             _MODEL_DIR.value, _EXPORT_DIR.value, version=_VERSION.value, checkpoint=_CHECKPOINT.value,
-            beam_size=_BEAM_SIZE.value, length_penalty=_LENGTH_PENALTY.value, n_best=_N_BEST.value,
-            max_decode_length=_MAX_DECODE_LENGTH.value,
+            average_last=decoding["average_last"], beam_size=decoding["beam_size"],
+            length_penalty=decoding["length_penalty"], n_best=_N_BEST.value, max_decode_length=_MAX_DECODE_LENGTH.value,
         )  # fmt: skip
     print(path)
 

@@ -16,11 +16,8 @@ import logging as pylogging
 
 from absl import flags
 
-from tf_transformer.checkpoints import load_translation_model
 from tf_transformer.cli import exit_on, run_binary
-from tf_transformer.decoding import METHODS
-from tf_transformer.rules import EXTRA_DECODE_LENGTH
-from tf_transformer.visualization import write_attention_plots
+from tf_transformer.decoding_settings import EXTRA_DECODE_LENGTH, METHODS
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.", required=True)
 _CHECKPOINT = flags.DEFINE_string("checkpoint", None, "A checkpoint path prefix (default: the latest).")
@@ -53,6 +50,10 @@ def indexes(flag):
 def main(argv):
     del argv
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
+    # Imported here, not at the top: --help must not import TensorFlow.
+    from tf_transformer.checkpoints import load_translation_model
+    from tf_transformer.visualization import write_attention_plots
+
     with exit_on(ImportError, FileNotFoundError, ValueError):  # ImportError: matplotlib is missing
         if _CHECKPOINT.value is not None and _AVERAGE_LAST.value is not None:
             raise ValueError("--checkpoint and --average_last: give one of them.")

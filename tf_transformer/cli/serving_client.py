@@ -16,9 +16,7 @@ import sys
 from absl import flags
 
 from tf_transformer.cli import exit_on, run_binary
-from tf_transformer.data.files import read_sentences
-from tf_transformer.decoding.text import format_results
-from tf_transformer.export.client import PROTOCOLS, TEXT_SIGNATURES, translate_with_server
+from tf_transformer.export.client import PROTOCOLS, TEXT_SIGNATURES, translate_with_server  # no TensorFlow
 
 _MODEL_NAME = flags.DEFINE_string("model_name", None, "The served model's name (MODEL_NAME).", required=True)
 _PROTOCOL = flags.DEFINE_enum("protocol", "rest", list(PROTOCOLS), "rest (port 8501) or grpc (port 8500).")
@@ -34,6 +32,10 @@ _TIMEOUT = flags.DEFINE_float("timeout", 60.0, "Seconds to wait for each answer.
 
 def main(argv):
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
+    # Imported here, not at the top: --help must not import TensorFlow.
+    from tf_transformer.data.files import read_sentences
+    from tf_transformer.decoding.text import format_results
+
     with exit_on(ConnectionError, RuntimeError, FileNotFoundError, ValueError):
         if len(argv) > 1 and _INPUT.value is not None:
             raise ValueError("give sentences as arguments or --input, not both.")

@@ -13,12 +13,12 @@ import sys
 
 from absl import flags
 
-from tf_transformer.checkpoints import CheckpointError
 from tf_transformer.cli import exit_on, run_binary
 from tf_transformer.config import ConfigError, TransformerConfig
-from tf_transformer.data import DataConfig, DataError
-from tf_transformer.training import PeerWorkerLost, TrainConfig, TrainingDiverged, TrainingInterrupted, train
-from tf_transformer.training.train_config import PRECISIONS, STRATEGIES
+from tf_transformer.data.config import DataConfig
+from tf_transformer.data.errors import DataError
+from tf_transformer.errors import CheckpointError, PeerWorkerLost, TrainingDiverged, TrainingInterrupted
+from tf_transformer.training.train_config import PRECISIONS, STRATEGIES, TrainConfig
 
 # Model.
 _CONFIG = flags.DEFINE_string("config", "base", "A preset name (tiny, base, big, ...) or a JSON config file.")
@@ -112,6 +112,8 @@ def main(argv):
     # TensorFlow's own INFO lines (one per checkpoint save) go through absl's logger; ours through
     # "tf_transformer".
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)
+    from tf_transformer.training import train  # not at the top: --help needs no TensorFlow
+
     # TimeoutError: a non-chief worker waited in vain for the chief's vocabulary.
     with exit_on(ConfigError, DataError, CheckpointError, TrainingDiverged, PeerWorkerLost, TimeoutError):
         try:

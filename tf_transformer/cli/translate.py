@@ -16,6 +16,11 @@ checkpoint by validation BLEU (training with --bleu_every keeps it in MODEL_DIR/
 average the last N checkpoints on the fly (nothing is written). Decoding happens in
 `tf_transformer.decoding.text.translate_texts`.
 
+Settings: --beam_size, --length_penalty, --method and --average_last default to MODEL_DIR/decoding.json
+(written by tft-train from the model config; edit it to change them), else to the paper's beam 4, length
+penalty 0.6, no averaging; a flag given wins, and decoding.json's average_last applies only without
+--checkpoint. One log line on stderr says which settings were used and where each came from.
+
 With --saved_model=DIR instead of --model_dir, it translates with an export of tft-export (DIR is a
 version folder, or the export's base folder for its latest version) through its serving signatures, batched
 the same way, so the output is what --model_dir gives with the settings the model was exported with. The
@@ -32,8 +37,6 @@ from absl import flags
 
 from tf_transformer.cli import _decoding_flags as decoding_flags
 from tf_transformer.cli import exit_on, run_binary
-from tf_transformer.data.files import read_sentences
-from tf_transformer.decoding.text import format_results, translate_texts
 from tf_transformer.files import write_atomically
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.")
@@ -66,6 +69,10 @@ def check_model_flags():
 def main(argv):
     del argv
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
+    # Imported here, not at the top: --help must not import TensorFlow.
+    from tf_transformer.data.files import read_sentences
+    from tf_transformer.decoding.text import format_results, translate_texts
+
     with exit_on(FileNotFoundError, ValueError):  # ConfigError and DataError are ValueErrors
         check_model_flags()
         sentences = read_sentences(_INPUT.value, "--input")
@@ -83,10 +90,11 @@ def main(argv):
                 progress=progress,
             )  # fmt: skip
         else:
-            model, tokenizer, _ = decoding_flags.load_model(_MODEL_DIR.value)
+            decoding = decoding_flags.settings(_MODEL_DIR.value)
+            model, tokenizer, _ = decoding_flags.load_model(_MODEL_DIR.value, decoding)
             results = translate_texts(
                 model, tokenizer, sentences, n_best=_N_BEST.value, progress=progress,
-                **decoding_flags.decoding_arguments(),
+                **decoding_flags.decoding_arguments(decoding),
             )  # fmt: skip
         if bar is not None:
             bar.close()

@@ -8,29 +8,39 @@ print(scan_lengths(data_config, tokenizer, "train").summary())
 train = make_dataset(data_config, tokenizer, "train")           # ((source, target_in), target_out), repeated
 """
 
-from tf_transformer.data.batching import (
-    batch_by_tokens,
-    bucket_batch_sizes,
-    bucket_boundaries,
-    padding_fraction,
-    simulate_batches,
-)
-from tf_transformer.data.config import DataConfig
-from tf_transformer.data.corpus import ParallelCorpus
-from tf_transformer.data.errors import DataError
-from tf_transformer.data.files import FileCorpus, inspect_text_file
-from tf_transformer.data.multi30k import download_file, download_multi30k, multi30k_corpus
-from tf_transformer.data.pipeline import DataReport, encode_batch, make_dataset, scan_lengths
-from tf_transformer.data.sources import open_corpus
-from tf_transformer.data.synthetic import SYNTHETIC_TASKS, synthetic_pairs, synthetic_translation_dataset
-from tf_transformer.data.vocab import (
-    Tokenizer,
-    build_vocabulary,
-    check_special_ids,
-    sample_sentences,
-    train_sentencepiece,
-    train_wordpiece,
-)
+from tf_transformer._lazy import lazy_attributes
+
+# Imported on first use (PEP 562; see tf_transformer/_lazy.py): public name -> its module.
+_LAZY = {
+    "batch_by_tokens": "tf_transformer.data.batching",
+    "bucket_batch_sizes": "tf_transformer.data.batching",
+    "bucket_boundaries": "tf_transformer.data.batching",
+    "build_vocabulary": "tf_transformer.data.vocab",
+    "check_special_ids": "tf_transformer.data.vocab",
+    "DataConfig": "tf_transformer.data.config",
+    "DataError": "tf_transformer.data.errors",
+    "DataReport": "tf_transformer.data.pipeline",
+    "download_file": "tf_transformer.data.multi30k",
+    "download_multi30k": "tf_transformer.data.multi30k",
+    "encode_batch": "tf_transformer.data.pipeline",
+    "FileCorpus": "tf_transformer.data.files",
+    "inspect_text_file": "tf_transformer.data.files",
+    "make_dataset": "tf_transformer.data.pipeline",
+    "multi30k_corpus": "tf_transformer.data.multi30k",
+    "open_corpus": "tf_transformer.data.sources",
+    "padding_fraction": "tf_transformer.data.batching",
+    "ParallelCorpus": "tf_transformer.data.corpus",
+    "sample_sentences": "tf_transformer.data.vocab",
+    "scan_lengths": "tf_transformer.data.pipeline",
+    "simulate_batches": "tf_transformer.data.batching",
+    "synthetic_pairs": "tf_transformer.data.synthetic",
+    "SYNTHETIC_TASKS": "tf_transformer.data.synthetic",
+    "synthetic_translation_dataset": "tf_transformer.data.synthetic",
+    "Tokenizer": "tf_transformer.data.vocab",
+    "train_sentencepiece": "tf_transformer.data.vocab",
+    "train_wordpiece": "tf_transformer.data.vocab",
+}
+__getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 __all__ = [
     "SYNTHETIC_TASKS",

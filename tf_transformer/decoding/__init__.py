@@ -22,12 +22,22 @@ Output convention (all decoders):
   tokens; beam search gives that sum divided by the length penalty ((5 + length) / 6) ** alpha.
 """
 
-from tf_transformer.decoding.beam_search import beam_search
-from tf_transformer.decoding.contract import DecodableModel
-from tf_transformer.decoding.greedy import greedy_decode
-from tf_transformer.decoding.sampling import sample_decode
-from tf_transformer.decoding.text import TextTranslator, translate_texts
-from tf_transformer.decoding.translation import METHODS, DecodeResult, translate, trim_padding
+from tf_transformer._lazy import lazy_attributes
+
+# Imported on first use (PEP 562; see tf_transformer/_lazy.py): public name -> its module.
+_LAZY = {
+    "beam_search": "tf_transformer.decoding.beam_search",
+    "DecodableModel": "tf_transformer.decoding.contract",
+    "DecodeResult": "tf_transformer.decoding.translation",
+    "greedy_decode": "tf_transformer.decoding.greedy",
+    "METHODS": "tf_transformer.decoding_settings",
+    "sample_decode": "tf_transformer.decoding.sampling",
+    "TextTranslator": "tf_transformer.decoding.text",
+    "translate": "tf_transformer.decoding.translation",
+    "translate_texts": "tf_transformer.decoding.text",
+    "trim_padding": "tf_transformer.decoding.translation",
+}
+__getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 __all__ = [
     "DecodableModel", "DecodeResult", "METHODS", "TextTranslator", "beam_search", "greedy_decode", "sample_decode",

@@ -11,8 +11,7 @@ from tf_transformer import rules
 from tf_transformer.decoding.beam_search import beam_search
 from tf_transformer.decoding.greedy import greedy_decode
 from tf_transformer.decoding.sampling import sample_decode
-
-METHODS = ("beam", "greedy", "sample")
+from tf_transformer.decoding_settings import METHODS  # defined without TensorFlow, for the commands' flags
 
 
 class DecodeResult(NamedTuple):

@@ -6,6 +6,12 @@ scores = score_translations(hypotheses, references)   # two lists of detokenized
 scores["bleu"], scores["bleu_signature"], scores["chrf"], scores["tok_lower_bleu"]
 """
 
-from tf_transformer.evaluation.bleu import score_translations
+from tf_transformer._lazy import lazy_attributes
+
+# Imported on first use (PEP 562; see tf_transformer/_lazy.py): public name -> its module.
+_LAZY = {
+    "score_translations": "tf_transformer.evaluation.bleu",
+}
+__getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 __all__ = ["score_translations"]

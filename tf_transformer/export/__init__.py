@@ -31,18 +31,27 @@ Modules: `module` (the `tf.Module`), `exporter` (`export_saved_model`, versions,
 (translating with an export in this process).
 """
 
-from tf_transformer.export.client import (
-    ids_predict_request,
-    predict_request,
-    rest_request,
-    translate_grpc,
-    translate_rest,
-    translate_with_server,
-)
-from tf_transformer.export.exporter import EXPORT_CONFIG_FILE, WARMUP_FILE, export_saved_model, next_version
-from tf_transformer.export.module import TranslationModule
-from tf_transformer.export.saved_model import SavedModelTranslator, translate_with_saved_model
-from tf_transformer.export.warmup import read_warmup_requests, warmup_requests
+from tf_transformer._lazy import lazy_attributes
+
+# Imported on first use (PEP 562; see tf_transformer/_lazy.py): public name -> its module.
+_LAZY = {
+    "EXPORT_CONFIG_FILE": "tf_transformer.export.exporter",
+    "export_saved_model": "tf_transformer.export.exporter",
+    "ids_predict_request": "tf_transformer.export.client",
+    "next_version": "tf_transformer.export.exporter",
+    "predict_request": "tf_transformer.export.client",
+    "read_warmup_requests": "tf_transformer.export.warmup",
+    "rest_request": "tf_transformer.export.client",
+    "SavedModelTranslator": "tf_transformer.export.saved_model",
+    "translate_grpc": "tf_transformer.export.client",
+    "translate_rest": "tf_transformer.export.client",
+    "translate_with_saved_model": "tf_transformer.export.saved_model",
+    "translate_with_server": "tf_transformer.export.client",
+    "TranslationModule": "tf_transformer.export.module",
+    "WARMUP_FILE": "tf_transformer.export.exporter",
+    "warmup_requests": "tf_transformer.export.warmup",
+}
+__getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 __all__ = [
     "EXPORT_CONFIG_FILE", "SavedModelTranslator", "TranslationModule", "WARMUP_FILE", "export_saved_model",

@@ -39,6 +39,7 @@ def export_saved_model(
     export_dir: PathLike,
     version: Optional[int] = None,
     checkpoint: Optional[PathLike] = None,
+    average_last: Optional[int] = None,
     beam_size: int = 4,
     length_penalty: float = 0.6,
     n_best: Optional[int] = None,
@@ -67,6 +68,7 @@ def export_saved_model(
         export_dir: the model's base folder (the one TensorFlow Serving's `--model_base_path` names).
         version: the version number; None for one more than the highest version in `export_dir` (1 first).
         checkpoint: as in `load_translation_model`: None for the latest; a path prefix or a folder.
+        average_last: instead of `checkpoint`, export the average of the last N checkpoints (computed in memory).
         beam_size, length_penalty, n_best, max_decode_length, extra_decode_length: see `TranslationModule`.
 
     Returns:
@@ -88,7 +90,7 @@ def export_saved_model(
         raise ValueError(f"version: must be an integer >= 0, got {version!r}. Fix: leave it out for the next one.")
     target = export_dir / str(version)
     _refuse_existing(target)
-    model, tokenizer, config = load_translation_model(model_dir, checkpoint)
+    model, tokenizer, config = load_translation_model(model_dir, checkpoint, average_last=average_last)
     checkpoint_path = resolve_checkpoint(checkpoint, model_dir) if checkpoint is not None else None
     module = TranslationModule(
         model,
@@ -105,6 +107,7 @@ def export_saved_model(
         "version": version,
         "model_dir": str(pathlib.Path(model_dir).resolve()),
         "checkpoint": checkpoint_path or tf.train.latest_checkpoint(str(pathlib.Path(model_dir) / CHECKPOINT_DIR)),
+        "average_last": average_last,  # with N, the weights are the average of the last N, the newest "checkpoint"
         "signatures": {
             "serving_default": "inputs: string [batch] -> outputs: string [batch], scores: float32 [batch]",
             "translate_nbest": "inputs: string [batch] -> outputs: string [batch, n_best], scores: float32 "

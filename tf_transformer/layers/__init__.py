@@ -1,21 +1,26 @@
 """Keras 3 layers of the Transformer, one public layer per module."""
 
-from tf_transformer.layers import masking
-from tf_transformer.layers._cache import (
-    CrossAttentionCache,
-    GrowingSelfAttentionCache,
-    KeyValueCache,
-    SelfAttentionBuffer,
-)
-from tf_transformer.layers.attention import MultiHeadAttention
-from tf_transformer.layers.decoder import Decoder
-from tf_transformer.layers.decoder_layer import DecoderLayer
-from tf_transformer.layers.embedding import TokenEmbedding
-from tf_transformer.layers.encoder import Encoder
-from tf_transformer.layers.encoder_layer import EncoderLayer
-from tf_transformer.layers.feed_forward import FeedForward
-from tf_transformer.layers.position import SinusoidalPositionEncoding, sinusoidal_table
-from tf_transformer.layers.position_embedding import LearnedPositionEmbedding
+from tf_transformer._lazy import lazy_attributes
+
+# Imported on first use (PEP 562; see tf_transformer/_lazy.py): public name -> its module.
+_LAZY = {
+    "CrossAttentionCache": "tf_transformer.layers._cache",
+    "Decoder": "tf_transformer.layers.decoder",
+    "DecoderLayer": "tf_transformer.layers.decoder_layer",
+    "Encoder": "tf_transformer.layers.encoder",
+    "EncoderLayer": "tf_transformer.layers.encoder_layer",
+    "FeedForward": "tf_transformer.layers.feed_forward",
+    "GrowingSelfAttentionCache": "tf_transformer.layers._cache",
+    "KeyValueCache": "tf_transformer.layers._cache",
+    "LearnedPositionEmbedding": "tf_transformer.layers.position_embedding",
+    "masking": "tf_transformer.layers.masking",
+    "MultiHeadAttention": "tf_transformer.layers.attention",
+    "SelfAttentionBuffer": "tf_transformer.layers._cache",
+    "sinusoidal_table": "tf_transformer.layers.position",
+    "SinusoidalPositionEncoding": "tf_transformer.layers.position",
+    "TokenEmbedding": "tf_transformer.layers.embedding",
+}
+__getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 __all__ = [
     "CrossAttentionCache",

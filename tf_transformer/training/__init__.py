@@ -1,14 +1,26 @@
 """Training pieces of the paper: warmup learning-rate schedule, Adam, label-smoothed loss, accuracy."""
 
-from tf_transformer.training.callbacks import StopSignals, TrainingInterrupted
-from tf_transformer.training.losses import MaskedCrossEntropy
-from tf_transformer.training.metrics import MaskedAccuracy
-from tf_transformer.training.multi_worker import PeerWorkerLost
-from tf_transformer.training.optimizer import make_loss, make_optimizer
-from tf_transformer.training.schedule import WarmupSchedule
-from tf_transformer.training.synthetic import synthetic_task_config, train_synthetic_task
-from tf_transformer.training.train_config import TrainConfig
-from tf_transformer.training.trainer import TrainingDiverged, TrainResult, configure_devices, train
+from tf_transformer._lazy import lazy_attributes
+
+# Imported on first use (PEP 562; see tf_transformer/_lazy.py): public name -> its module.
+_LAZY = {
+    "configure_devices": "tf_transformer.training.trainer",
+    "make_loss": "tf_transformer.training.optimizer",
+    "make_optimizer": "tf_transformer.training.optimizer",
+    "MaskedAccuracy": "tf_transformer.training.metrics",
+    "MaskedCrossEntropy": "tf_transformer.training.losses",
+    "PeerWorkerLost": "tf_transformer.training.multi_worker",
+    "StopSignals": "tf_transformer.training.callbacks",
+    "synthetic_task_config": "tf_transformer.training.synthetic",
+    "train": "tf_transformer.training.trainer",
+    "train_synthetic_task": "tf_transformer.training.synthetic",
+    "TrainConfig": "tf_transformer.training.train_config",
+    "TrainingDiverged": "tf_transformer.training.trainer",
+    "TrainingInterrupted": "tf_transformer.training.callbacks",
+    "TrainResult": "tf_transformer.training.trainer",
+    "WarmupSchedule": "tf_transformer.training.schedule",
+}
+__getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 __all__ = [
     "WarmupSchedule",

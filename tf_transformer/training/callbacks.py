@@ -12,30 +12,9 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
+from tf_transformer.errors import TrainingDiverged, TrainingInterrupted  # defined there for the commands; re-exported
+
 logger = logging.getLogger("tf_transformer")
-
-
-class TrainingDiverged(RuntimeError):
-    """The loss or the weights became NaN or infinite; the last good checkpoint is kept."""
-
-
-class TrainingInterrupted(Exception):
-    """SIGTERM or SIGINT stopped training after the step in progress, and a checkpoint was saved at that step.
-
-    `signal_number` is the signal (a worker stopped by a peer's signal reports SIGTERM), `step` the saved
-    step and `checkpoint` the checkpoint's path (None on a worker that does not write the model directory).
-    The convention for the process's exit status is `128 + signal_number`.
-    """
-
-    def __init__(self, signal_number: int, step: int, checkpoint: Optional[str]):
-        self.signal_number = signal_number
-        self.step = step
-        self.checkpoint = checkpoint
-        name = signal.Signals(signal_number).name
-        where = f"saved {checkpoint}" if checkpoint else "the chief saved a checkpoint"
-        super().__init__(
-            f"{name} received: training stopped at step {step} and {where}. Run the same command again to resume."
-        )
 
 
 class StopSignals:

@@ -25,6 +25,7 @@ import time
 
 import tensorflow as tf
 
+from tf_transformer.errors import PeerWorkerLost  # defined there for the commands (no TensorFlow); re-exported
 from tf_transformer.training.callbacks import TrainingDiverged, TrainingInterrupted, weights_are_finite
 
 logger = logging.getLogger("tf_transformer")
@@ -49,10 +50,6 @@ def wait_for_file(path: pathlib.Path, timeout_seconds: float = 600.0) -> None:
                 "every worker sees the same --model_dir (a shared file system)."
             )
         time.sleep(0.5)
-
-
-class PeerWorkerLost(RuntimeError):
-    """Another worker of a multi-worker run stopped without warning; this one stopped rather than wait for it."""
 
 
 def fit_multi_worker(

@@ -19,9 +19,10 @@ import tensorflow as tf
 
 from tf_transformer import data as data_lib
 from tf_transformer.checkpoints import restore_newest_readable
-from tf_transformer.config import ConfigError, TransformerConfig
+from tf_transformer.config import DECODE_FIELDS, ConfigError, TransformerConfig
 from tf_transformer.data.vocab import TOKENIZER_JSON
 from tf_transformer.decoding.text import TextTranslator
+from tf_transformer.decoding_settings import update_decoding_json
 from tf_transformer.model_dir import (
     BEST_DIR,
     BLEU_LOG_DIR,
@@ -54,11 +55,12 @@ from tf_transformer.training.validation_bleu import ValidationBleu
 
 logger = logging.getLogger("tf_transformer")
 
-# Model-config fields a restart may change: the vocabulary size is resolved from the built vocabulary, and
-# training hyperparameters (e.g. a lower learning rate after a divergence) do not change the weights' shapes.
+# Model-config fields a restart may change: the vocabulary size is resolved from the built vocabulary,
+# training hyperparameters (e.g. a lower learning rate after a divergence) do not change the weights' shapes,
+# and the decoding settings (decoding.json's) do not touch training.
 RESUMABLE_CHANGES = (
     "vocab_size", "target_vocab_size", "dropout", "attention_dropout", "activation_dropout", "label_smoothing",
-    "warmup_steps", "learning_rate_scale",
+    "warmup_steps", "learning_rate_scale", *DECODE_FIELDS,
 )  # fmt: skip
 
 
@@ -226,6 +228,7 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
     start_step = int(optimizer.iterations.numpy())
 
     if is_chief:
+        update_decoding_json(model_dir, resolved)  # before config.json, which it compares with
         resolved.to_json(model_dir / CONFIG_FILE)
         data_config.to_json(model_dir / DATA_CONFIG_FILE)
         train_config.to_json(model_dir / TRAIN_CONFIG_FILE, precision=precision)
