@@ -14,9 +14,13 @@ def write_atomically(path, data: Union[str, bytes]) -> pathlib.Path:
     """
     path = pathlib.Path(path)
     temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "wb") as handle:
-        handle.write(data.encode("utf-8") if isinstance(data, str) else data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(data.encode("utf-8") if isinstance(data, str) else data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:  # a full disk, or a signal's exception: no temporary file left beside `path`
+        temporary.unlink(missing_ok=True)
+        raise
     return path

@@ -16,7 +16,7 @@ from absl import flags
 from tf_transformer.cli import exit_on, run_binary
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.data.config import DataConfig
-from tf_transformer.data.errors import DataError
+from tf_transformer.data.errors import DataError, VocabularyInterrupted
 from tf_transformer.errors import CheckpointError, PeerWorkerLost, TrainingDiverged, TrainingInterrupted
 from tf_transformer.training.train_config import PRECISIONS, STRATEGIES, TrainConfig
 
@@ -135,7 +135,7 @@ def main(argv):
                 seed=_SEED.value, deterministic=_DETERMINISTIC.value,
             )  # fmt: skip
             result = train(model_config, data_config, train_config)
-        except TrainingInterrupted as stop:
+        except (TrainingInterrupted, VocabularyInterrupted) as stop:
             print(f"interrupted: {stop}", file=sys.stderr)
             sys.exit(128 + stop.signal_number)  # the shell's convention for "ended by signal N"
     if result.status == "already_complete":

@@ -12,6 +12,8 @@ import json
 import os
 import pathlib
 import random
+import subprocess
+import sys
 from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
@@ -300,43 +302,37 @@ def train_sentencepiece(
     Raises:
         DataError: SentencePiece refused the input, e.g. a vocab_size too large for the data.
     """
-    import sentencepiece
-
-    if seed is not None:
-        sentencepiece.set_random_generator_seed(seed)
     sentences = list(sentences)
     if not sentences:
         raise DataError("no sentences to train the vocabulary on. Fix: check that the training files are not empty.")
-    model = _BytesSink()
-    try:
-        sentencepiece.SentencePieceTrainer.train(
-            sentence_iterator=iter(sentences),
-            model_writer=model,
-            vocab_size=vocab_size,
-            model_type=model_type,
-            pad_id=PAD_ID,
-            bos_id=BOS_ID,
-            eos_id=EOS_ID,
-            unk_id=UNK_ID,
-            normalization_rule_name=normalization,
-            character_coverage=character_coverage,
-            byte_fallback=byte_fallback,
-            num_threads=num_threads or os.cpu_count() or 1,
-            max_sentence_length=1 << 14,
-            minloglevel=2,
-        )
-    except RuntimeError as error:
+    options = dict(
+        vocab_size=vocab_size,
+        model_type=model_type,
+        pad_id=PAD_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+        unk_id=UNK_ID,
+        normalization_rule_name=normalization,
+        character_coverage=character_coverage,
+        byte_fallback=byte_fallback,
+        num_threads=num_threads or os.cpu_count() or 1,
+        max_sentence_length=1 << 14,
+        minloglevel=2,
+        seed=seed,
+    )
+    model, error = _train_sentencepiece_in_child(sentences, options)
+    if error is not None:
         # SentencePiece fails both ways: too few pieces for the characters it must cover (byte fallback
         # adds 256), or more pieces than the text can give.
-        if "smaller than required_chars" in str(error):
+        if "smaller than required_chars" in error:
             fix = "raise --vocab_size (the characters and byte fallback alone need the second number)"
         else:
             fix = "lower --vocab_size (or give it more text)"
         raise DataError(
             f"SentencePiece could not train a {vocab_size}-token {model_type} model on {len(sentences)} sentences "
             f"({error}). Fix: {fix}."
-        ) from None
-    tokenizer = Tokenizer.from_sentencepiece(model.getvalue())
+        )
+    tokenizer = Tokenizer.from_sentencepiece(model)
     options = {"model_type": model_type, "normalization": normalization, "character_coverage": character_coverage}
     tokenizer.save(
         output_dir, {**options, "byte_fallback": byte_fallback, "sentences": len(sentences), **(extra or {})}
@@ -430,14 +426,28 @@ def build_vocabulary(
     )
 
 
-class _BytesSink:
-    """What SentencePiece's `model_writer` needs: a `write(bytes)`."""
+def _train_sentencepiece_in_child(sentences: List[str], options: dict) -> Tuple[bytes, Optional[str]]:
+    """(model bytes, None), or (b"", SentencePiece's error): `_sentencepiece_child.py` trains in a child process.
 
-    def __init__(self):
-        self._parts = []
-
-    def write(self, data: bytes):
-        self._parts.append(data)
-
-    def getvalue(self) -> bytes:
-        return b"".join(self._parts)
+    Why a child: SentencePiece's trainer is C++ that holds the interpreter until it returns, which on a large
+    corpus takes minutes, and Python runs a signal handler only then. Here the parent waits on a pipe instead,
+    so a handler that raises (the trainer's, on SIGTERM or SIGINT) stops the wait at once, and the child is
+    killed on the way out: it writes no file (the model comes back on its stdout), so nothing is left behind.
+    """
+    command = [sys.executable, str(pathlib.Path(__file__).with_name("_sentencepiece_child.py")), json.dumps(options)]
+    lines = "".join(json.dumps(sentence) + "\n" for sentence in sentences).encode("ascii")
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        model, errors = process.communicate(lines)
+    finally:
+        if process.returncode is None:  # an exception (a signal's) ended the wait: the child must not outlive it
+            process.kill()
+            process.wait()
+    if process.returncode == 0:
+        return model, None
+    message = errors.decode("utf-8", "replace").strip()
+    if process.returncode == 1:  # SentencePiece refused the input
+        return b"", json.loads(message.splitlines()[-1])
+    raise RuntimeError(
+        f"the SentencePiece child process failed with status {process.returncode}: {message[-2000:]}"
+    )

@@ -331,13 +331,41 @@ def _check_settings(model_config, data_config, train_config, multi_worker) -> No
 
 
 def _vocabulary(data_config, vocab_dir: pathlib.Path, train_corpus, is_chief: bool):
-    """The run's vocabulary: loaded if complete, else built (by the chief; other workers wait for it)."""
+    """The run's vocabulary: loaded if complete, else built (by the chief; other workers wait for it).
+
+    Raises:
+        tf_transformer.data.errors.VocabularyInterrupted: SIGTERM or SIGINT (in the main thread) while building
+            or waiting; the vocabulary is left incomplete (no tokenizer.json), so a restart builds it again.
+    """
+    import signal
+    import threading
+
+    from tf_transformer.data.errors import VocabularyInterrupted
+
     marker = vocab_dir / TOKENIZER_JSON  # written last: the vocabulary is complete
-    if not marker.is_file():
+    if marker.is_file():
+        return data_lib.Tokenizer.from_directory(vocab_dir)
+
+    # Unlike training (StopSignals: finish the step, save, then stop), there is nothing here worth finishing:
+    # the handler raises at once. SentencePiece trains in a child process that build_vocabulary kills on the
+    # way out, so the stop is prompt even on a corpus that takes it minutes; every file is written atomically
+    # and tokenizer.json last, so what an interrupted build leaves is never taken for a vocabulary.
+    def interrupt(signal_number, frame):
+        del frame
+        raise VocabularyInterrupted(signal_number, vocab_dir)
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():  # Python's handlers live in the main thread only
+        previous = {number: signal.signal(number, interrupt) for number in (signal.SIGTERM, signal.SIGINT)}
+    try:
         if is_chief:
+            logger.info("Building the vocabulary in %s.", vocab_dir)
             return data_lib.build_vocabulary(data_config, vocab_dir, corpus=train_corpus)
         wait_for_file(marker)
-    return data_lib.Tokenizer.from_directory(vocab_dir)
+        return data_lib.Tokenizer.from_directory(vocab_dir)
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
 
 
 def _validation_dataset(data_config, tokenizer, valid_corpus, train_config, batch_multiple=1):

@@ -1,0 +1,81 @@
+"""tools/train.py stopped by SIGTERM while SentencePiece trains its vocabulary: a clean stop, then a restart."""
+
+import os
+import pathlib
+import random
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CHILD_SCRIPT = "_sentencepiece_child.py"
+
+
+def write_corpus(path, seed, pairs=20000):
+    """Random words: SentencePiece takes several seconds on 2 cores for 2 x 20,000 such lines (7 s measured)."""
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyzäöü"
+    words = ["".join(rng.choices(letters, k=rng.randint(2, 9))) for _ in range(20000)]
+    path.write_text("".join(" ".join(rng.choices(words, k=rng.randint(5, 20))) + "\n" for _ in range(pairs)))
+    return path
+
+
+def sentencepiece_child(parent_pid):
+    """The pid of `parent_pid`'s SentencePiece child process, or None."""
+    for entry in pathlib.Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:  # gone meanwhile
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == parent_pid and CHILD_SCRIPT.encode() in cmdline:
+            return int(entry.name)
+    return None
+
+
+def test_sigterm_while_building_the_vocabulary_stops_cleanly_and_a_restart_builds_it(tmp_path):
+    source, target = write_corpus(tmp_path / "train.en", 1), write_corpus(tmp_path / "train.de", 2)
+    model_dir = tmp_path / "run"
+    command = [
+        sys.executable, str(ROOT / "tools" / "train.py"), "--config=tiny", "--override=d_model=32",
+        "--override=d_ff=64", "--override=num_encoder_layers=1", "--override=num_decoder_layers=1",
+        "--override=vocab_size=2000", "--dataset=files", f"--train_source={source}", f"--train_target={target}",
+        f"--model_dir={model_dir}", "--batch_tokens=1024", "--max_length=48", "--train_steps=1", "--seed=1",
+    ]  # fmt: skip
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 60  # a guard against a hang, not a measurement
+        child = None
+        while child is None and process.poll() is None and time.monotonic() < deadline:
+            child = sentencepiece_child(process.pid)
+            time.sleep(0.05)
+        assert child is not None, "SentencePiece's child process never started"
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert stderr.rstrip().splitlines()[-1] == (
+        f"interrupted: SIGTERM received while building the vocabulary in {model_dir / 'vocab'}: stopped before it "
+        "was complete, so nothing of it is used. Run the same command again to build it."
+    )
+    # Stopped while SentencePiece trained: the child was killed and nothing was written, no temporary file either.
+    assert sentencepiece_child(process.pid) is None and not pathlib.Path(f"/proc/{child}").exists()
+    assert not (model_dir / "vocab").exists() or not any((model_dir / "vocab").iterdir())
+    assert not (model_dir / "config.json").exists() and not (model_dir / "checkpoints").exists()
+
+    # A half-written vocabulary (a model file without tokenizer.json) is not trusted: the restart builds anew.
+    (model_dir / "vocab").mkdir(parents=True, exist_ok=True)
+    (model_dir / "vocab" / "spm.model").write_bytes(b"half a model")
+    restart = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert restart.returncode == 0, restart.stderr[-3000:]
+    assert "Trained steps 0 -> 1" in restart.stdout
+    assert (model_dir / "vocab" / "tokenizer.json").is_file()
+    assert (model_dir / "vocab" / "spm.model").read_bytes() != b"half a model"
