@@ -223,6 +223,27 @@ def test_build_vocab_tool(tmp_path, multi30k_dir):
     assert failed.returncode == 1 and "missing.de: no such file" in failed.stderr
 
 
+def test_build_vocab_tool_follows_the_model_config_as_train_does(tmp_path, multi30k_dir):
+    """The size is the --config's vocab_size (with --override), as tft-train's; the default config is tft-train's."""
+    source, target = tmp_path / "s.txt.gz", tmp_path / "t.txt.gz"
+    source.write_bytes((multi30k_dir / "val.en.gz").read_bytes())
+    target.write_bytes((multi30k_dir / "val.de.gz").read_bytes())
+    command = [
+        sys.executable, str(ROOT / "tools" / "build_vocab.py"), "--dataset=files", f"--train_source={source}",
+        f"--train_target={target}",
+    ]  # fmt: skip
+    built = subprocess.run(
+        [*command, "--config=multi30k", "--override=vocab_size=500", f"--output_dir={tmp_path / 'v500'}"],
+        capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr[-2000:]
+    assert Tokenizer.from_directory(tmp_path / "v500").vocab_size == 500
+    assert DataConfig.from_json(tmp_path / "v500" / "data_config.json").vocab_size == 500
+    # Without --config: "base", tft-train's default, whose 37,000 pieces are more than 2,028 sentences give.
+    default = subprocess.run([*command, f"--output_dir={tmp_path / 'base'}"], capture_output=True, text=True, cwd=ROOT)
+    assert default.returncode == 1 and "could not train a 37000-token unigram model" in default.stderr
+
+
 def test_a_sentencepiece_model_with_other_special_ids_is_refused(tmp_path):
     import io
 

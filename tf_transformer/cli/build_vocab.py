@@ -1,9 +1,13 @@
 """Builds the subword vocabulary of a training corpus (joint SentencePiece, or WordPiece) into a folder.
 
-tft-build-vocab --dataset=multi30k --data_dir=../shared/data/multi30k \
-    --source_lang=en --target_lang=de --vocab_size=8000 --output_dir=/tmp/vocab
-tft-build-vocab --dataset=files --train_source=train.en.gz --train_target=train.de.gz --output_dir=DIR
+tft-build-vocab --config=configs/multi30k.json --dataset=multi30k --data_dir=../shared/data/multi30k \
+    --source_lang=en --target_lang=de --output_dir=/tmp/vocab      # 4,000 pieces: the config's vocab_size
+tft-build-vocab --dataset=files --train_source=train.en.gz --train_target=train.de.gz --vocab_size=8000 --output_dir=DIR
 tft-build-vocab --data_config=data.json --output_dir=DIR      # flags given override the file
+
+The size is --vocab_size if given, else the vocab_size of --config (a preset or JSON file, with --override;
+the default is tft-train's, "base": 37,000), so the vocabulary is the one tft-train would build with the same
+flags; with --data_config and neither flag, the file's.
 
 Writes spm.model + spm.vocab (or wordpiece.vocab), tokenizer.json and the data_config.json it used; prints the
 vocabulary size and folder. Load it with `tf_transformer.data.Tokenizer.from_directory(DIR)`.
@@ -15,13 +19,18 @@ import os
 from absl import app, flags
 
 from tf_transformer.cli import exit_on, run_binary
-from tf_transformer.config import ConfigError
+from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.data.config import DataConfig  # imports no TensorFlow, unlike build_vocabulary
 from tf_transformer.data.errors import DataError
 
 _DEFAULTS = DataConfig()
 _DATA_CONFIG = flags.DEFINE_string("data_config", None, "A DataConfig JSON file; flags given explicitly override it.")
 _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where to write the vocabulary (created if missing).")
+# As tft-train's: its model config's vocab_size is the size of the vocabulary it builds.
+_CONFIG = flags.DEFINE_string(
+    "config", "base", "The model config (a preset name or a JSON file) whose vocab_size is the default size."
+)
+_OVERRIDE = flags.DEFINE_multi_string("override", [], "field=value changes to the model config (repeatable).")
 flags.DEFINE_string("dataset", _DEFAULTS.dataset, "'files', 'multi30k' or 'tfds:<name>'.")
 for _name in ("train_source", "train_target"):
     flags.DEFINE_string(_name, None, "Training file, plain or gzip, one sentence a line (dataset 'files').")
@@ -32,7 +41,9 @@ flags.DEFINE_string("cache_dir", _DEFAULTS.cache_dir, "Download cache.")
 flags.DEFINE_string("tfds_data_dir", None, "TFDS data_dir.")
 flags.DEFINE_bool("tfds_offline", _DEFAULTS.tfds_offline, "Never download a TFDS dataset.")
 flags.DEFINE_enum("vocab_type", _DEFAULTS.vocab_type, ["sentencepiece", "wordpiece"], "Vocabulary kind.")
-flags.DEFINE_integer("vocab_size", _DEFAULTS.vocab_size, "Vocabulary size, special tokens included.")
+flags.DEFINE_integer(
+    "vocab_size", None, "Vocabulary size, special tokens included (default: the --config's vocab_size)."
+)
 flags.DEFINE_enum("spm_model_type", _DEFAULTS.spm_model_type, ["unigram", "bpe"], "SentencePiece algorithm.")
 flags.DEFINE_integer("vocab_max_sentences", _DEFAULTS.vocab_max_sentences, "Most sentences sampled for training.")
 flags.DEFINE_integer("seed", None, "Sampling and training seed (unset: 0).")
@@ -59,6 +70,9 @@ def data_config_from_flags() -> DataConfig:
     """The --data_config file (or the defaults) with the flags given on the command line applied."""
     base = DataConfig.from_json(_DATA_CONFIG.value).to_dict() if _DATA_CONFIG.value else {}
     given = {name: FLAGS[name].value for name in _CONFIG_FLAGS if FLAGS[name].present or not _DATA_CONFIG.value}
+    model_config_given = FLAGS["config"].present or FLAGS["override"].present
+    if not FLAGS["vocab_size"].present and (model_config_given or not _DATA_CONFIG.value):
+        given["vocab_size"] = TransformerConfig.load(_CONFIG.value).with_overrides(_OVERRIDE.value).vocab_size
     fields = {field.name for field in dataclasses.fields(DataConfig)}
     return DataConfig.from_dict({**base, **{k: v for k, v in given.items() if k in fields}})
 
