@@ -254,6 +254,9 @@ def read_checkpoint(checkpoint: tf.train.Checkpoint, path: str, *, partial: bool
         try:
             status = checkpoint.read(path).expect_partial() if partial else checkpoint.restore(path)
             status.assert_existing_objects_matched()
+            # Every object of `checkpoint` got its value; what else the file holds (a training checkpoint's
+            # input_state, read by the trainer on its own) is not an error to warn about.
+            status.expect_partial()
         except (AssertionError, ValueError) as error:
             raise CheckpointError(
                 f"checkpoint {path} does not hold the weights of the model in config.json ({_first_line(error)}).",

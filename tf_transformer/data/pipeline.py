@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import random
 from typing import Optional, Union
 
 import numpy as np
@@ -28,6 +29,8 @@ from tf_transformer.rules import end_with_eos, source_token_limit
 
 # Strings tokenized per op call: tf-text ops cost per call, so batches amortise that.
 _TOKENIZE_BATCH = 256
+# Epoch e of a run with seed s is shuffled with seed s * stride + e: distinct for every epoch of every seed.
+_EPOCH_SEED_STRIDE = 1_000_003
 
 
 def encode_batch(tokenizer: Tokenizer, max_length: int, long_pairs: str = "drop"):
@@ -69,19 +72,21 @@ def make_dataset(
     repeat: Optional[bool] = None,
     corpus: Optional[ParallelCorpus] = None,
     batch_multiple: Optional[int] = None,
+    skip_batches: int = 0,
 ) -> tf.data.Dataset:
     """Token-batched `((source_ids, target_input_ids), target_output_ids)` int32 batches of one split.
 
     The corpus is opened (and files validated) now, so bad input fails here. Then, in the tf.data graph:
-    shuffle the string pairs (training, `shuffle_buffer` > 0; seeded by `seed`), strip them and skip empty
-    ones, tokenize in parallel batches, drop or truncate over-long pairs (`long_pairs`), repeat (training,
-    unless `repeat` is False; each epoch reshuffled), bucket by length into batches of at most
-    `batch_tokens` source + target positions (see `batch_by_tokens`), prefetch. Every batch's tensors are
-    padded with 0 to their own longest row.
+    repeat the corpus (training, unless `repeat` is False), each epoch shuffled (training, `shuffle_buffer` >
+    0) with its own seed derived from `seed` and the epoch's number, strip the pairs and skip empty ones,
+    tokenize in parallel batches, drop or truncate over-long pairs (`long_pairs`), bucket by length into
+    batches of at most `batch_tokens` source + target positions (see `batch_by_tokens`), skip
+    `skip_batches`, prefetch. Every batch's tensors are padded with 0 to their own longest row.
 
     Order: `training=False` gives one pass in a fixed order (no shuffle, no repeat, deterministic). Training
-    with `deterministic=True` gives the same batches on every run (seed `seed`, or 0); otherwise the parallel
-    map may reorder pairs for speed.
+    with `deterministic=True` gives the same batches on every run and from every iterator (seed `seed`, or
+    0): the stream is a function of the config, so `skip_batches=n` gives exactly the stream from its batch n
+    on. Otherwise the parallel map may reorder pairs for speed, and without a seed each call draws one.
 
     Args:
         data_config: the data, batching and length settings.
@@ -93,37 +98,68 @@ def make_dataset(
         batch_multiple: full batches hold a multiple of this many pairs (default: the config's
             `batch_multiple`); the trainer passes a multiple of the number of replicas so that a distribution
             strategy splits every batch evenly.
+        skip_batches: leave out the first this many batches (a resumed run's input position,
+            `tf_transformer.training.resume_state`): the stream then goes on where an earlier run stopped. The
+            skipped batches are still made (tokenized and bucketed), not trained on.
 
     Raises:
         DataError: the split's data is missing or invalid.
     """
     config = data_config
+    if isinstance(skip_batches, bool) or not isinstance(skip_batches, int) or skip_batches < 0:
+        raise ValueError(f"skip_batches must be an int >= 0, got {skip_batches!r}.")
     corpus = corpus or open_corpus(config, split, training)
     repeat = training if repeat is None else repeat
-    dataset = corpus.raw_dataset()
-    if training and config.shuffle_buffer > 0:
-        # Shuffling strings is cheaper than shuffling ragged ids; the seed (None: random) fixes the order.
-        dataset = dataset.shuffle(config.shuffle_buffer, seed=config.shuffle_seed, reshuffle_each_iteration=True)
-    dataset = dataset.batch(_TOKENIZE_BATCH)
     encode = encode_batch(tokenizer, config.max_length, config.long_pairs)
-    # Cleaning (strip, skip empty pairs) and tokenizing whole batches: tf.data and tf-text cost per call.
-    dataset = dataset.map(
-        lambda source, target: encode(*clean_batch(source, target)), num_parallel_calls=tf.data.AUTOTUNE
-    )
-    # A 1-D element of an unbatched ragged batch has a RaggedTensorSpec; passing it through a map makes it
-    # the plain tensor padded_batch needs.
-    dataset = dataset.unbatch().map(lambda source, target_in, target_out: (source, target_in, target_out))
-    if repeat:
-        # Before bucketing, so buckets fill across epoch ends instead of flushing small batches every epoch;
-        # after cleaning, so a corpus with no usable pair ends (tf.data stops repeating an empty epoch).
-        dataset = dataset.repeat()
+
+    def tokenized(pairs: tf.data.Dataset) -> tf.data.Dataset:
+        # Cleaning (strip, skip empty pairs) and tokenizing whole batches: tf.data and tf-text cost per call.
+        pairs = pairs.batch(_TOKENIZE_BATCH).map(
+            lambda source, target: encode(*clean_batch(source, target)), num_parallel_calls=tf.data.AUTOTUNE
+        )
+        # A 1-D element of an unbatched ragged batch has a RaggedTensorSpec; passing it through a map makes it
+        # the plain tensor padded_batch needs.
+        return pairs.unbatch().map(lambda source, target_in, target_out: (source, target_in, target_out))
+
+    shuffle = training and config.shuffle_buffer > 0
+    raw = corpus.raw_dataset()
+    if repeat and not _has_usable_pair(tokenized(raw)):
+        repeat = False  # nothing to repeat: the stream ends instead of looking for a pair forever
+    if shuffle or repeat:
+        # Epoch e is the corpus in the order of seed (seed, e): the stream is a function of the seed alone, the
+        # same from every new iterator (Keras' fit opens one to peek at a batch first) and in every process, so a
+        # resumed run can skip to where it stopped. A shuffle that reshuffles per iteration would give a new
+        # order to each iterator. Strings shuffle more cheaply than ragged ids.
+        base_seed = config.shuffle_seed if config.shuffle_seed is not None else random.SystemRandom().randrange(1 << 31)
+        epochs = tf.data.Dataset.counter() if repeat else tf.data.Dataset.range(1)
+
+        def epoch_pairs(epoch):
+            pairs = raw
+            if shuffle:
+                pairs = pairs.shuffle(
+                    config.shuffle_buffer, seed=base_seed * _EPOCH_SEED_STRIDE + epoch, reshuffle_each_iteration=False
+                )
+            return pairs
+
+        # Repeating before bucketing lets buckets fill across epoch ends instead of flushing small batches.
+        dataset = tokenized(epochs.flat_map(epoch_pairs))
+    else:
+        dataset = tokenized(raw)
     multiple = config.batch_multiple if batch_multiple is None else batch_multiple
     dataset = batch_by_tokens(dataset, config.batch_tokens, config.max_length, batch_multiple=multiple)
+    if skip_batches:
+        dataset = dataset.skip(skip_batches)
     dataset = dataset.map(lambda source, target_in, target_out: ((source, target_in), target_out))
     dataset = dataset.prefetch(tf.data.AUTOTUNE)
     options = tf.data.Options()
     options.deterministic = bool(config.deterministic or not training)
     return dataset.with_options(options)
+
+
+def _has_usable_pair(dataset: tf.data.Dataset) -> bool:
+    """Whether a tokenized corpus keeps any pair; reads only up to the first kept pair (the whole corpus only when
+    none is kept, where repeating it would look for one forever)."""
+    return bool(list(dataset.take(1).as_numpy_iterator()))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -53,7 +53,17 @@ def wait_for_file(path: pathlib.Path, timeout_seconds: float = 600.0) -> None:
 
 
 def fit_multi_worker(
-    model, optimizer, loss, strategy, dataset_fn, checkpoint, manager, train_config, log_dir, stop_signals=None
+    model,
+    optimizer,
+    loss,
+    strategy,
+    dataset_fn,
+    checkpoint,
+    manager,
+    train_config,
+    log_dir,
+    stop_signals=None,
+    resume_state=None,
 ):
     """Trains from the optimizer's current step to `train_config.train_steps`; returns the loss history.
 
@@ -68,6 +78,8 @@ def fit_multi_worker(
         log_dir: TensorBoard directory (written by the chief only).
         stop_signals: a `StopSignals` (entered) whose SIGTERM / SIGINT stops all workers after a common
             step, each saving a checkpoint there; None for no signal handling.
+        resume_state: a `ResumeState` in `checkpoint`, whose input position advances after every step (before
+            any save); None for none.
 
     Raises:
         TrainingInterrupted: a worker received SIGTERM or SIGINT; the checkpoint was saved.
@@ -96,6 +108,13 @@ def fit_multi_worker(
         per_replica = strategy.run(step_fn, args=(next(iterator),))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
+    def train_and_count(iterator):
+        # The preemption handler saves right after the function it runs: the position must count this step.
+        value = train_step(iterator)
+        if resume_state is not None:
+            resume_state.advance()
+        return value
+
     def save():
         if not weights_are_finite(model):
             raise TrainingDiverged(f"the weights became NaN or infinite by step {int(optimizer.iterations.numpy())}")
@@ -114,7 +133,7 @@ def fit_multi_worker(
     step = int(optimizer.iterations.numpy())
     try:
         while step < train_config.train_steps:
-            value = float(preemption.run(train_step, iterator) if preemption else train_step(iterator))
+            value = float(preemption.run(train_and_count, iterator) if preemption else train_and_count(iterator))
             step = int(optimizer.iterations.numpy())
             if not tf.math.is_finite(value):
                 raise TrainingDiverged(f"the training loss became {value} at step {step}")

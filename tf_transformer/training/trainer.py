@@ -50,6 +50,8 @@ from tf_transformer.training.metrics import MaskedAccuracy, TokenCount
 from tf_transformer.training.multi_worker import cluster_role, fit_multi_worker, wait_for_file
 from tf_transformer.training.optimizer import make_loss, make_optimizer
 from tf_transformer.training.precision import resolve_precision, restores_dtype_policy
+from tf_transformer.training.resume_state import KEY as RESUME_STATE_KEY
+from tf_transformer.training.resume_state import ResumeState
 from tf_transformer.training.train_config import TrainConfig
 from tf_transformer.training.validation_bleu import ValidationBleu
 
@@ -218,14 +220,19 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
             model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=train_config.jit_compile)
         model.build()
         optimizer.build(model.trainable_variables)  # so a restore finds the moments to fill
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
     # Before the manager reads the folder's index: a damaged latest checkpoint is set aside (by the chief) and
     # the index rewritten without it, so training resumes from the newest readable one.
-    restore_newest_readable(checkpoint, model_dir / CHECKPOINT_DIR, set_aside=is_chief)
+    restored = restore_newest_readable(
+        tf.train.Checkpoint(model=model, optimizer=optimizer), model_dir / CHECKPOINT_DIR, set_aside=is_chief
+    )
+    start_step = int(optimizer.iterations.numpy())
+    # The input position and dropout states: a resumed run trains on the batches the uninterrupted one would.
+    resume_state = ResumeState(model, batches_per_step=strategy.num_replicas_in_sync if multi_worker else 1)
+    resume_state.restore(restored, start_step)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, **{RESUME_STATE_KEY: resume_state.trackable})
     manager = tf.train.CheckpointManager(
         checkpoint, str(model_dir / CHECKPOINT_DIR), max_to_keep=train_config.keep_checkpoints
     )
-    start_step = int(optimizer.iterations.numpy())
 
     if is_chief:
         update_decoding_json(model_dir, resolved)  # before config.json, which it compares with
@@ -249,11 +256,17 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
         with StopSignals() as stop_signals:
             # SIGTERM / SIGINT from here on: finish the step, save a checkpoint there, raise TrainingInterrupted.
             logger.info("Training from step %d to %d on %d replica(s).", start_step, train_config.train_steps, replicas)
+            skip = int(resume_state.position.numpy())
+            if skip:
+                logger.info("Resuming the input where it stopped: skipping the %d batches already trained on.", skip)
             if multi_worker:
 
                 def dataset_fn(input_context):
                     # Every worker builds the same seeded order and keeps its own share of the batches.
-                    dataset = data_lib.make_dataset(data_config, tokenizer, "train", training=True, corpus=train_corpus)
+                    # Skipped before sharding: the position counts batches of the one seeded order.
+                    dataset = data_lib.make_dataset(
+                        data_config, tokenizer, "train", training=True, corpus=train_corpus, skip_batches=skip
+                    )
                     return dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
 
                 log_dir = str(model_dir / TRAIN_LOG_DIR)
@@ -268,18 +281,21 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
                     train_config,
                     log_dir,
                     stop_signals,
+                    resume_state,
                 )
             else:
                 train_dataset = data_lib.make_dataset(
-                    data_config, tokenizer, "train", training=True, corpus=train_corpus, batch_multiple=batch_multiple
-                )
+                    data_config, tokenizer, "train", training=True, corpus=train_corpus, batch_multiple=batch_multiple,
+                    skip_batches=skip,
+                )  # fmt: skip
                 valid_dataset = _validation_dataset(data_config, tokenizer, valid_corpus, train_config, batch_multiple)
                 deadline = None if train_config.time_limit_minutes is None else (
                     started + 60 * train_config.time_limit_minutes
                 )
                 history = _fit(
-                    model, train_dataset, valid_dataset, manager, train_config, model_dir, bleu, stop_signals, deadline
-                )
+                    model, train_dataset, valid_dataset, manager, train_config, model_dir, bleu, stop_signals, deadline,
+                    resume_state,
+                )  # fmt: skip
     except TrainingDiverged:  # a non-finite loss (StopOnNonFiniteLoss) or weights (the check before a save)
         raise TrainingDiverged(
             f"the training loss or weights became NaN or infinite near step {int(optimizer.iterations.numpy())}; "
@@ -420,7 +436,16 @@ def _validation_bleu(model, tokenizer, valid_corpus, train_config, model_dir) ->
 
 
 def _fit(
-    model, train_dataset, valid_dataset, manager, train_config, model_dir, bleu=None, stop_signals=None, deadline=None
+    model,
+    train_dataset,
+    valid_dataset,
+    manager,
+    train_config,
+    model_dir,
+    bleu=None,
+    stop_signals=None,
+    deadline=None,
+    resume_state=None,
 ) -> dict:
     """`model.fit` in epochs of `checkpoint_every` steps, from the restored step to `train_steps`, or until
     `deadline` (a `time.monotonic()` reading; None: none) has passed.
@@ -428,6 +453,7 @@ def _fit(
     `bleu`, a `ValidationBleu` callback or None, runs after the checkpoint of each epoch is saved.
     `stop_signals`, a `StopSignals` or None: on a signal it recorded, the checkpoint callback saves after the
     step in progress and raises `TrainingInterrupted`, after which the TensorBoard writers are closed.
+    `resume_state`, a `ResumeState` or None: its input position advances with every step, before the save.
     """
     step = model.optimizer.iterations
     writers = [
@@ -436,6 +462,7 @@ def _fit(
     ]
     callbacks = [
         StopOnNonFiniteLoss(),  # first: nothing else runs after a NaN batch
+        *([] if resume_state is None else [resume_state.counter()]),  # before the checkpoint saves
         StopAtStep(train_config.train_steps, step),
         *([] if deadline is None else [StopAtTimeLimit(deadline, step)]),
         CheckpointEveryEpoch(manager, step, stop_signals, train_config.checkpoint_every),
