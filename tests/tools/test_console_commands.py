@@ -33,7 +33,7 @@ COMMANDS = {
     "tft-train": ("train", ["config", "override", "dataset", "model_dir", "train_steps", "checkpoint_every"]),
     "tft-translate": ("translate", ["model_dir", "saved_model", "beam_size", "n_best", "input", "output"]),
     "tft-evaluate": ("evaluate", ["references", "hypotheses", "sources", "average_last"]),
-    "tft-export": ("export", ["model_dir", "export_dir", "version", "n_best"]),
+    "tft-export": ("export", ["model_dir", "export_dir", "version", "n_best", "average_last", "tf_log"]),
     "tft-average-checkpoints": ("average_checkpoints", ["model_dir", "num_checkpoints", "output_dir"]),
     "tft-build-vocab": ("build_vocab", ["data_config", "output_dir", "vocab_type", "spm_model_type"]),
     "tft-plot-attention": ("plot_attention", ["model_dir", "sentence", "target", "layers", "heads", "dpi"]),

@@ -6,6 +6,7 @@ import logging
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -15,11 +16,18 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "tools"
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 DECODING = ["--max_decode_length=8"]  # short outputs keep the untrained model fast
+# As a user's shell: TF_CPP_MIN_LOG_LEVEL unset (tests/conftest.py sets it for the test process).
+QUIET_ENV = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
+# TensorFlow's C++ log: absl's `I0000 00:00:...  file.cc:31] ...` lines and its known start-up notices.
+TF_LOG_LINE = re.compile(
+    r"^\S+\.cc:\d+\]|^[IWEF]\d{4} .*\.cc:\d+\]|oneDNN custom operations|cuInit|absl::InitializeLog|cpu_feature_guard",
+    re.M,
+)
 
 
-def run(tool, *arguments, stdin=None, timeout=300):
+def run(tool, *arguments, stdin=None, timeout=300, env=ENV):
     command = [sys.executable, str(TOOLS / tool), *map(str, arguments)]
-    return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=timeout, env=ENV)
+    return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def write_lines(path, lines):
@@ -158,3 +166,70 @@ def test_translate_texts_traces_once_and_keeps_the_input_order(model_dir, source
     assert [r[0][1] for r in results[:-1]] == pytest.approx([r[0][1] for r in alone], abs=1e-4)
     assert results[2] == [("", 0.0)] and results[6] == [("", 0.0)]
     assert translator.decode.experimental_get_tracing_count() == 1  # every batch shape ran the same graph
+
+
+@pytest.fixture(scope="module")
+def tuned(model_dir, tmp_path_factory):
+    """A copy of the model directory whose decoding.json (as after a hand edit) asks for beam 2, length penalty
+    1.5 and the average of the last 2 checkpoints."""
+    assert json.loads((model_dir / "decoding.json").read_text()) == {
+        "beam_size": 4, "length_penalty": 0.6, "method": "beam", "average_last": None,
+    }  # fmt: skip  (tft-train wrote the tiny config's: the paper's)
+    path = tmp_path_factory.mktemp("tuned") / "run"
+    shutil.copytree(model_dir, path)
+    settings = {"beam_size": 2, "length_penalty": 1.5, "method": "beam", "average_last": 2}
+    (path / "decoding.json").write_text(json.dumps(settings), encoding="utf-8")
+    return path
+
+
+def translated_in_process(model_dir, sources, **settings):
+    """What tft-translate --n_best=2 --max_decode_length=8 writes, with `settings`, computed in this process."""
+    from tf_transformer.checkpoints import load_translation_model
+    from tf_transformer.decoding.text import format_results, translate_texts
+
+    model, tokenizer, _ = load_translation_model(model_dir, average_last=settings.pop("average_last"))
+    results = translate_texts(model, tokenizer, sources, n_best=2, max_decode_length=8, **settings)
+    return "".join(line + "\n" for line in format_results(results, scored=True))
+
+
+# --n_best=2: its scores are length-penalised, so they show the length penalty (and the weights) used.
+N_BEST = ["--n_best=2", *DECODING]
+
+
+def test_translate_decodes_as_decoding_json_says_and_quietly(tuned, sources):
+    result = run("translate.py", f"--model_dir={tuned}", *N_BEST, stdin="".join(line + "\n" for line in sources),
+                 env=QUIET_ENV)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (
+        "Decoding: beam_size=2 (decoding.json), length_penalty=1.5 (decoding.json), method=beam (decoding.json), "
+        "average_last=2 (decoding.json)" in result.stderr
+    )
+    # TF_CPP_MIN_LOG_LEVEL unset: not one line of TensorFlow's C++ log, and the translations are all there.
+    assert not TF_LOG_LINE.search(result.stdout + result.stderr), result.stderr[-3000:]
+    expected = translated_in_process(tuned, sources, beam_size=2, length_penalty=1.5, method="beam", average_last=2)
+    assert result.stdout == expected
+
+
+def test_a_flag_beats_decoding_json_and_a_set_log_level_lets_tensorflows_log_through(tuned, sources):
+    result = run("translate.py", f"--model_dir={tuned}", "--length_penalty=0.6", *N_BEST,
+                 stdin="".join(line + "\n" for line in sources), env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"})  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "beam_size=2 (decoding.json), length_penalty=0.6 (flag)" in result.stderr
+    assert result.stdout == translated_in_process(tuned, sources, beam_size=2, length_penalty=0.6, average_last=2)
+    assert result.stdout != translated_in_process(tuned, sources, beam_size=2, length_penalty=1.5, average_last=2)
+    assert TF_LOG_LINE.search(result.stderr), result.stderr[-3000:]  # the user set the level: nothing hidden
+
+
+def test_a_quiet_error_is_still_one_clear_line(tmp_path):
+    result = run("translate.py", f"--model_dir={tmp_path / 'missing'}", stdin="A dog.\n", env=QUIET_ENV)
+    assert result.returncode == 1
+    assert f"error: model_dir: {tmp_path / 'missing'} is not a folder" in result.stderr
+    assert not TF_LOG_LINE.search(result.stdout + result.stderr), result.stderr[-3000:]
+
+
+def test_export_takes_its_settings_from_decoding_json(tuned, tmp_path):
+    result = run("export.py", f"--model_dir={tuned}", f"--export_dir={tmp_path / 'exports'}", "--max_decode_length=8")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Decoding: beam_size=2 (decoding.json), length_penalty=1.5 (decoding.json), average_last=2" in result.stderr
+    recorded = json.loads((tmp_path / "exports" / "1" / "assets" / "export_config.json").read_text())
+    assert (recorded["beam_size"], recorded["length_penalty"], recorded["average_last"]) == (2, 1.5, 2)

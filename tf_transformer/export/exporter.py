@@ -39,12 +39,12 @@ def export_saved_model(
     export_dir: PathLike,
     version: Optional[int] = None,
     checkpoint: Optional[PathLike] = None,
-    average_last: Optional[int] = None,
     beam_size: int = 4,
     length_penalty: float = 0.6,
     n_best: Optional[int] = None,
     max_decode_length: Optional[int] = None,
     extra_decode_length: int = EXTRA_DECODE_LENGTH,
+    average_last: Optional[int] = None,
 ) -> pathlib.Path:
     """Exports a trained model directory as `export_dir/<version>/`, a SavedModel for TensorFlow Serving.
 
@@ -68,8 +68,8 @@ def export_saved_model(
         export_dir: the model's base folder (the one TensorFlow Serving's `--model_base_path` names).
         version: the version number; None for one more than the highest version in `export_dir` (1 first).
         checkpoint: as in `load_translation_model`: None for the latest; a path prefix or a folder.
-        average_last: instead of `checkpoint`, export the average of the last N checkpoints (computed in memory).
         beam_size, length_penalty, n_best, max_decode_length, extra_decode_length: see `TranslationModule`.
+        average_last: instead of `checkpoint`, export the average of the last N checkpoints (computed in memory).
 
     Returns:
         The version folder, `export_dir/<version>`.
