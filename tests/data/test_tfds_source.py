@@ -1,10 +1,9 @@
 """TFDS translation corpora under tfds.testing.mock_data: no network, no prepared data needed."""
 
 import pytest
+import tensorflow_datasets as tfds  # a dependency of the package (setup.cfg): failing to import it is a failure
 
 from tf_transformer.data import DataConfig, DataError, make_dataset, open_corpus, scan_lengths
-
-tfds = pytest.importorskip("tensorflow_datasets")
 
 
 @pytest.fixture
