@@ -172,9 +172,9 @@ def test_translate_texts_traces_once_and_keeps_the_input_order(model_dir, source
 def tuned(model_dir, tmp_path_factory):
     """A copy of the model directory whose decoding.json (as after a hand edit) asks for beam 2, length penalty
     1.5 and the average of the last 2 checkpoints."""
-    assert json.loads((model_dir / "decoding.json").read_text()) == {
-        "beam_size": 4, "length_penalty": 0.6, "method": "beam", "average_last": None,
-    }  # fmt: skip  (tft-train wrote the tiny config's: the paper's)
+    # tft-train wrote the tiny config's settings: the paper's.
+    paper = {"beam_size": 4, "length_penalty": 0.6, "method": "beam", "average_last": None}
+    assert json.loads((model_dir / "decoding.json").read_text()) == paper
     path = tmp_path_factory.mktemp("tuned") / "run"
     shutil.copytree(model_dir, path)
     settings = {"beam_size": 2, "length_penalty": 1.5, "method": "beam", "average_last": 2}
@@ -212,7 +212,8 @@ def test_translate_decodes_as_decoding_json_says_and_quietly(tuned, sources):
 
 def test_a_flag_beats_decoding_json_and_a_set_log_level_lets_tensorflows_log_through(tuned, sources):
     result = run("translate.py", f"--model_dir={tuned}", "--length_penalty=0.6", *N_BEST,
-                 stdin="".join(line + "\n" for line in sources), env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"})  # fmt: skip
+                 stdin="".join(line + "\n" for line in sources),
+                 env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"})  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert "beam_size=2 (decoding.json), length_penalty=0.6 (flag)" in result.stderr
     assert result.stdout == translated_in_process(tuned, sources, beam_size=2, length_penalty=0.6, average_last=2)
@@ -233,3 +234,20 @@ def test_export_takes_its_settings_from_decoding_json(tuned, tmp_path):
     assert "Decoding: beam_size=2 (decoding.json), length_penalty=1.5 (decoding.json), average_last=2" in result.stderr
     recorded = json.loads((tmp_path / "exports" / "1" / "assets" / "export_config.json").read_text())
     assert (recorded["beam_size"], recorded["length_penalty"], recorded["average_last"]) == (2, 1.5, 2)
+
+
+def test_evaluate_tunes_the_length_penalty_on_val_into_decoding_json(model_dir, tmp_path):
+    path = tmp_path / "run"
+    shutil.copytree(model_dir, path)
+    before = {"beam_size": 2, "length_penalty": 1.5, "method": "beam", "average_last": 2}
+    (path / "decoding.json").write_text(json.dumps(before), encoding="utf-8")
+    result = run("evaluate.py", f"--model_dir={path}", "--tune_on=val", "--tune_length_penalties=0.6,1.5", *DECODING)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "beam_size=2 (decoding.json)" in result.stderr and "average_last=2 (decoding.json)" in result.stderr
+    tuned = json.loads(result.stdout)
+    bleu = tuned["bleu_by_length_penalty"]
+    assert list(bleu) == ["0.6", "1.5"] and tuned["sentences"] == 20  # the 20 validation pairs of the run
+    best = 0.6 if bleu["0.6"] >= bleu["1.5"] else 1.5  # ties go to the first
+    assert tuned["length_penalty"] == best
+    # Only the length penalty changes.
+    assert json.loads((path / "decoding.json").read_text()) == {**before, "length_penalty": best}

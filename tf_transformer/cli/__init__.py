@@ -15,8 +15,10 @@ from absl import app, flags
 
 # Every command has it (adopt_help shows it in each --help).
 _TF_LOG = flags.DEFINE_bool(
-    "tf_log", False, "Show TensorFlow's own C++ log lines (start-up notices, warnings), which are hidden by default; "
-    "setting TF_CPP_MIN_LOG_LEVEL in the environment does the same and sets their level."
+    "tf_log",
+    False,
+    "Show TensorFlow's own C++ log lines (start-up notices, warnings), which are hidden by default; "
+    "setting TF_CPP_MIN_LOG_LEVEL in the environment does the same and sets their level.",
 )
 
 

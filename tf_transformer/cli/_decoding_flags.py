@@ -19,7 +19,7 @@ BEAM_SIZE = flags.DEFINE_integer(
     "beam_size", DEFAULTS["beam_size"], "Beam width (default: decoding.json's, else the paper's 4)."
 )
 LENGTH_PENALTY = flags.DEFINE_float(
-    "length_penalty", DEFAULTS["length_penalty"], "Length penalty alpha (default: decoding.json's, else the paper's 0.6)."
+    "length_penalty", DEFAULTS["length_penalty"], "Length penalty alpha (default: decoding.json's, else 0.6)."
 )
 METHOD = flags.DEFINE_enum(
     "method", DEFAULTS["method"], list(METHODS), "Decoding method (default: decoding.json's, else beam)."
@@ -29,7 +29,9 @@ MAX_DECODE_LENGTH = flags.DEFINE_integer(
     "max_decode_length", None, f"Most output tokens a sentence (default: its source length + {EXTRA_DECODE_LENGTH})."
 )
 # Flag -> decoding.json key.
-_SETTING_FLAGS = {"beam_size": BEAM_SIZE, "length_penalty": LENGTH_PENALTY, "method": METHOD, "average_last": AVERAGE_LAST}
+_SETTING_FLAGS = {
+    "beam_size": BEAM_SIZE, "length_penalty": LENGTH_PENALTY, "method": METHOD, "average_last": AVERAGE_LAST,
+}  # fmt: skip
 
 
 def check_checkpoint_flags() -> None:

@@ -11,6 +11,13 @@ decoding.json, as in tft-translate). Files are plain or gzip, one sentence a lin
 aligned by line.
 Prints {"bleu", "bleu_signature", "chrf", "chrf_signature", "tok_lower_bleu", "sentences", ...}: see
 `tf_transformer.evaluation.score_translations` for what each figure is.
+
+    tft-evaluate --model_dir=runs/multi30k --tune_on=val [--tune_length_penalties=0.6,1.0,1.5]
+
+With --tune_on=val (and --model_dir only) it instead translates the model directory's validation split once per
+length penalty (beam search; the weights and beam size as above), writes the one with the best BLEU into
+MODEL_DIR/decoding.json (the other settings kept) and prints the BLEU of each as JSON
+(`tf_transformer.tuning.tune_length_penalty`).
 """
 
 import json
@@ -21,10 +28,16 @@ from absl import flags
 from tf_transformer.cli import _decoding_flags as decoding_flags
 from tf_transformer.cli import exit_on, run_binary
 
-_REFERENCES = flags.DEFINE_string("references", None, "Reference translations, one a line.", required=True)
+_REFERENCES = flags.DEFINE_string("references", None, "Reference translations, one a line (needed but with --tune_on).")
 _HYPOTHESES = flags.DEFINE_string("hypotheses", None, "Translations to score, aligned with --references.")
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "Translate --sources with this model directory instead.")
 _SOURCES = flags.DEFINE_string("sources", None, "Source sentences to translate (with --model_dir).")
+_TUNE_ON = flags.DEFINE_enum(
+    "tune_on", None, ["val"], "Choose the length penalty on the validation split and write it into decoding.json."
+)
+_TUNE_LENGTH_PENALTIES = flags.DEFINE_list(
+    "tune_length_penalties", "0.0,0.3,0.6,0.9,1.2,1.5,2.0", "The length penalties --tune_on tries (ties: the first)."
+)
 
 
 def read_file(path, flag):
@@ -45,10 +58,40 @@ def translate_sources():
     return [hypotheses[0][0] for hypotheses in results]
 
 
+def tune():
+    """--tune_on=val: the length penalty with the best validation BLEU, written into decoding.json."""
+    from tf_transformer.tuning import tune_length_penalty
+
+    if _MODEL_DIR.value is None or any(flag.value is not None for flag in (_REFERENCES, _HYPOTHESES, _SOURCES)):
+        raise ValueError("--tune_on: give --model_dir and neither --references, --hypotheses nor --sources.")
+    if decoding_flags.METHOD.present or decoding_flags.LENGTH_PENALTY.present:
+        raise ValueError(
+            "--tune_on: tunes the length penalty of beam search. Fix: leave out --method and --length_penalty."
+        )
+    try:
+        penalties = [float(value) for value in _TUNE_LENGTH_PENALTIES.value]
+    except ValueError:
+        raise ValueError(
+            "--tune_length_penalties: expected numbers such as 0.6,1.0,1.5, got "
+            f"{','.join(_TUNE_LENGTH_PENALTIES.value)!r}."
+        ) from None
+    decoding = decoding_flags.settings(_MODEL_DIR.value)
+    return tune_length_penalty(
+        _MODEL_DIR.value, penalties, checkpoint=decoding_flags.CHECKPOINT.value, average_last=decoding["average_last"],
+        beam_size=decoding["beam_size"], batch_tokens=decoding_flags.BATCH_TOKENS.value,
+        max_decode_length=decoding_flags.MAX_DECODE_LENGTH.value,
+    )  # fmt: skip
+
+
 def main(argv):
     del argv
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
     with exit_on(FileNotFoundError, ValueError):  # ConfigError and DataError are ValueErrors
+        if _TUNE_ON.value is not None:
+            print(json.dumps(tune(), indent=2))
+            return
+        if _REFERENCES.value is None:
+            raise ValueError("--references: missing. Fix: pass the reference translations (or --tune_on=val).")
         with_model = _MODEL_DIR.value is not None or _SOURCES.value is not None
         if (_HYPOTHESES.value is not None) == with_model:
             raise ValueError(

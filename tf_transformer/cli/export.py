@@ -29,13 +29,13 @@ _EXPORT_DIR = flags.DEFINE_string(
 _VERSION = flags.DEFINE_integer("version", None, "Version number (default: one more than the highest there).")
 _CHECKPOINT = flags.DEFINE_string("checkpoint", None, "A checkpoint path prefix or folder (default: the latest).")
 _AVERAGE_LAST = flags.DEFINE_integer(
-    "average_last", None, "Export the average of the last N checkpoints (default: decoding.json's average_last, if any)."
+    "average_last", None, "Export the average of the last N checkpoints (default: decoding.json's, if any)."
 )
 _BEAM_SIZE = flags.DEFINE_integer(
     "beam_size", DEFAULTS["beam_size"], "Beam width (default: decoding.json's, else the paper's 4)."
 )
 _LENGTH_PENALTY = flags.DEFINE_float(
-    "length_penalty", DEFAULTS["length_penalty"], "Length penalty alpha (default: decoding.json's, else the paper's 0.6)."
+    "length_penalty", DEFAULTS["length_penalty"], "Length penalty alpha (default: decoding.json's, else 0.6)."
 )
 _N_BEST = flags.DEFINE_integer("n_best", None, "Translations translate_nbest returns (default: --beam_size).")
 _MAX_DECODE_LENGTH = flags.DEFINE_integer(

@@ -1,0 +1,80 @@
+"""`tune_length_penalty`: the length penalty that scores best on a model directory's validation split, written
+into its decoding.json (what `tft-evaluate --tune_on=val` runs)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pathlib
+from typing import Optional, Sequence, Union
+
+from tf_transformer.checkpoints import load_translation_model
+from tf_transformer.data.config import DataConfig
+from tf_transformer.data.sources import open_corpus
+from tf_transformer.decoding.text import translate_texts
+from tf_transformer.decoding_settings import check_settings, read_decoding_json, settings_of_config
+from tf_transformer.evaluation import score_translations
+from tf_transformer.files import write_atomically
+from tf_transformer.model_dir import CONFIG_FILE, DATA_CONFIG_FILE, DECODING_FILE
+
+logger = logging.getLogger("tf_transformer")
+
+PathLike = Union[str, os.PathLike]
+# Around the paper's 0.6 and the Multi30k recipe's 1.5.
+LENGTH_PENALTIES = (0.0, 0.3, 0.6, 0.9, 1.2, 1.5, 2.0)
+
+
+def tune_length_penalty(
+    model_dir: PathLike,
+    length_penalties: Sequence[float] = LENGTH_PENALTIES,
+    *,
+    checkpoint: Optional[PathLike] = None,
+    average_last: Optional[int] = None,
+    beam_size: int = 4,
+    batch_tokens: int = 4096,
+    max_decode_length: Optional[int] = None,
+) -> dict:
+    """Translates the validation split of `model_dir` (its data_config.json's) once per length penalty with beam
+    search, keeps the one with the best BLEU (ties: the first in `length_penalties`) and writes it into
+    MODEL_DIR/decoding.json, the other settings kept (from the file, else from config.json).
+
+    Returns:
+        {"length_penalty", "bleu_by_length_penalty", "sentences", "decoding_json"}.
+
+    Raises:
+        FileNotFoundError: model_dir or its data_config.json is missing.
+        ValueError: no length penalty, a bad one, or a problem of the checkpoint or the data
+            (DataError, CheckpointError, ConfigError are ValueErrors).
+    """
+    model_dir = pathlib.Path(model_dir)
+    if not length_penalties:
+        raise ValueError("length_penalties: none given. Fix: pass a few, e.g. 0.6,1.0,1.5.")
+    for value in length_penalties:
+        check_settings({"length_penalty": value})
+    data_file = model_dir / DATA_CONFIG_FILE
+    if not data_file.is_file():
+        raise FileNotFoundError(f"{data_file}: missing. Fix: pass a --model_dir written by tft-train.")
+    pairs = list(open_corpus(DataConfig.from_json(data_file), "valid").pairs())
+    sources, references = [source for source, _ in pairs], [target for _, target in pairs]
+    model, tokenizer, _ = load_translation_model(model_dir, checkpoint, average_last=average_last)
+    bleu = {}
+    for value in length_penalties:
+        results = translate_texts(
+            model, tokenizer, sources, beam_size=beam_size, length_penalty=value, batch_tokens=batch_tokens,
+            max_decode_length=max_decode_length,
+        )  # fmt: skip
+        bleu[value] = score_translations([hypotheses[0][0] for hypotheses in results], references)["bleu"]
+        logger.info("Length penalty %g: BLEU %.2f on %d validation sentences", value, bleu[value], len(sources))
+    best = max(bleu, key=lambda value: bleu[value])  # the first of equal ones
+    settings = read_decoding_json(model_dir)
+    if settings is None:  # a run from before decoding.json: start from its config
+        settings = settings_of_config(json.loads((model_dir / CONFIG_FILE).read_text(encoding="utf-8")))
+    settings = {**settings, "length_penalty": best}
+    write_atomically(model_dir / DECODING_FILE, json.dumps(settings, indent=2) + "\n")
+    return {
+        "length_penalty": best,
+        "bleu_by_length_penalty": {str(value): score for value, score in bleu.items()},
+        "sentences": len(sources),
+        "decoding_json": str(model_dir / DECODING_FILE),
+    }
