@@ -12,8 +12,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHILD_SCRIPT = "_sentencepiece_child.py"
 
 
-def write_corpus(path, seed, pairs=20000):
-    """Random words: SentencePiece takes several seconds on 2 cores for 2 x 20,000 such lines (7 s measured)."""
+def write_corpus(path, seed, pairs=10000):
+    """Random words: SentencePiece takes seconds on 2 cores for 2 x 10,000 such lines (7 s for 2 x 20,000), long
+    enough to find its child process and signal the trainer meanwhile."""
     rng = random.Random(seed)
     letters = "abcdefghijklmnopqrstuvwxyzäöü"
     words = ["".join(rng.choices(letters, k=rng.randint(2, 9))) for _ in range(20000)]
