@@ -234,3 +234,22 @@ def test_only_the_binaries_import_tf_transformer_cli_and_absl_flags():
         "\n".join(offenders) + "\nFix: the library takes arguments; absl flags and their parsing belong in "
         "tf_transformer/cli/ (importing a module there defines its flags in absl's global FLAGS)."
     )
+
+
+def test_the_quiet_start_drops_tensorflows_start_up_notices_but_keeps_errors():
+    from tf_transformer.cli import _STARTUP_NOISE
+
+    dropped = [
+        "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+        "I0000 00:00:1795614082.636414    2998 cudart_stub.cc:31] Could not find cuda drivers on your machine.",
+        "I0000 00:00:1795614082.707659    2998 cpu_feature_guard.cc:227] This TensorFlow binary is optimized ...",
+        "To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow ...",
+        "E0000 00:00:1795614086.364636    2998 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error",
+        "2026-11-25 13:40:00.123456: I tensorflow/core/util/port.cc:153] oneDNN custom operations are on.",
+    ]
+    kept = [
+        "E0000 00:00:1795614086.364636    2998 op_kernel.cc:1857] OP_REQUIRES failed at save_restore_v2_ops.cc",
+        "/usr/lib/python3/dist-packages/x.py:3: DeprecationWarning: a Python warning",
+        "error: model_dir: runs/x is not a folder. Fix: pass the --model_dir that tools/train.py wrote.",
+    ]
+    assert [line for line in dropped + kept if not _STARTUP_NOISE.match(line)] == kept
