@@ -80,3 +80,43 @@ def test_sigterm_while_building_the_vocabulary_stops_cleanly_and_a_restart_build
     assert "Trained steps 0 -> 1" in restart.stdout
     assert (model_dir / "vocab" / "tokenizer.json").is_file()
     assert (model_dir / "vocab" / "spm.model").read_bytes() != b"half a model"
+
+
+# Runs a process that builds a vocabulary, kills it with SIGKILL once its SentencePiece child runs, and prints how
+# the orphaned child ended: as a subreaper this harness inherits the orphan and can wait for it. Killed by
+# SIGKILL (9) means it died with its parent; otherwise it would have trained on into a pipe nobody reads.
+HARNESS = """
+import ctypes, os, pathlib, subprocess, sys, time
+ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+build = "import sys; from tf_transformer.data.vocab import train_sentencepiece; " + (
+    "train_sentencepiece(open(sys.argv[1]).read().splitlines(), sys.argv[2], 2000)"
+)
+builder = subprocess.Popen([sys.executable, "-c", build, sys.argv[1], sys.argv[2]])
+child, deadline = None, time.monotonic() + 60
+while child is None and builder.poll() is None and time.monotonic() < deadline:
+    for entry in pathlib.Path("/proc").iterdir():
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) if entry.name.isdigit() else 0
+            if parent == builder.pid and b"_sentencepiece_child.py" in (entry / "cmdline").read_bytes():
+                child = int(entry.name)
+        except OSError:
+            pass
+    time.sleep(0.05)
+builder.kill()
+builder.wait()
+_, status = os.waitpid(child, 0)
+print("signal", os.WTERMSIG(status) if os.WIFSIGNALED(status) else None)
+"""
+
+
+def test_the_sentencepiece_child_dies_with_its_parent(tmp_path):
+    """kill -9 of the process building a vocabulary (no handler can run) kills its SentencePiece child too."""
+    source = write_corpus(tmp_path / "train.en", 3)
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run(
+        [sys.executable, "-c", HARNESS, str(source), str(tmp_path / "vocab")],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["signal", str(int(signal.SIGKILL))], result.stdout + result.stderr[-3000:]
+    assert not (tmp_path / "vocab").exists()

@@ -13,6 +13,8 @@ import sys
 
 
 def main() -> int:
+    options = json.loads(sys.argv[1])
+    _die_with_parent(options.pop("parent_pid"))
     # The parent decides what a Ctrl-C does (it kills this process); the terminal sends it to both.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The model goes to the real stdout; anything else written to fd 1 (a C++ log line) goes to stderr.
@@ -20,7 +22,6 @@ def main() -> int:
     os.dup2(2, 1)
     import sentencepiece
 
-    options = json.loads(sys.argv[1])
     seed = options.pop("seed")
     if seed is not None:
         sentencepiece.set_random_generator_seed(seed)
@@ -34,6 +35,19 @@ def main() -> int:
     output.write(model.getvalue())
     output.close()
     return 0
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Has Linux kill this process when its parent dies (`kill -9`, or a SIGTERM that no handler catches),
+    instead of letting it train on for minutes into a pipe that nobody reads."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the child ends when it writes to the closed pipe
+        return
+    if os.getppid() != parent_pid:  # the parent died before prctl: nobody will read the model
+        os._exit(1)
 
 
 class _BytesSink:

@@ -433,7 +433,9 @@ def _train_sentencepiece_in_child(sentences: List[str], options: dict) -> Tuple[
     corpus takes minutes, and Python runs a signal handler only then. Here the parent waits on a pipe instead,
     so a handler that raises (the trainer's, on SIGTERM or SIGINT) stops the wait at once, and the child is
     killed on the way out: it writes no file (the model comes back on its stdout), so nothing is left behind.
+    The child also dies with this process (`kill -9`, or a signal without a handler, as in `tft-build-vocab`).
     """
+    options = {**options, "parent_pid": os.getpid()}
     command = [sys.executable, str(pathlib.Path(__file__).with_name("_sentencepiece_child.py")), json.dumps(options)]
     lines = "".join(json.dumps(sentence) + "\n" for sentence in sentences).encode("ascii")
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
