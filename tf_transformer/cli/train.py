@@ -39,7 +39,9 @@ _VOCAB_TYPE = flags.DEFINE_enum("vocab_type", None, ["sentencepiece", "wordpiece
 _VOCAB_SIZE = flags.DEFINE_integer(
     "vocab_size", None, "Subword vocabulary size (default: the model config's vocab_size)."
 )
-_BATCH_TOKENS = flags.DEFINE_integer("batch_tokens", None, "Source + target tokens per batch (paper: 25000).")
+_BATCH_TOKENS = flags.DEFINE_integer(
+    "batch_tokens", None, "Source + target tokens per batch (the paper: about 25000 + 25000)."
+)
 _BATCH_MULTIPLE = flags.DEFINE_integer("batch_multiple", None, "Batches hold a multiple of this many pairs.")
 _MAX_LENGTH = flags.DEFINE_integer(
     "max_length", None, "Most tokens per side of a training pair (default: the model's max_length)."

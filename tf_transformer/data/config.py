@@ -57,8 +57,8 @@ class DataConfig(JsonConfig):
         spm_model_type: SentencePiece algorithm, "unigram" or "bpe".
         vocab_max_sentences: at most this many sentences (source and target together, sampled with
             `seed`) train the vocabulary.
-        batch_tokens: source + target token positions per batch, padding included (the paper: 25000; the
-            default suits a CPU).
+        batch_tokens: source + target token positions per batch, padding included (the paper's batches held
+            about 25000 source and 25000 target tokens: 50000 here; the default suits a CPU).
         batch_multiple: full training batches hold a multiple of this many pairs; the trainer raises it to
             a multiple of the number of replicas too, so every replica gets the same share.
         max_length: most tokens per side, the EOS / BOS included; must not exceed the model's max_length.
