@@ -299,8 +299,12 @@ def train_sentencepiece(
     - character_coverage 1.0: every character seen is a piece, right for alphabets (use 0.9995 for CJK).
     - byte_fallback: a character never seen becomes its UTF-8 bytes instead of <unk>, so any text round-trips.
 
+    SentencePiece trains in a child process, so that a signal handler that raises stops it at once (see
+    `_train_sentencepiece_in_child`); the model is the one the same trainer would give in this process.
+
     Raises:
         DataError: SentencePiece refused the input, e.g. a vocab_size too large for the data.
+        RuntimeError: the child process failed otherwise (its status and stderr say how).
     """
     sentences = list(sentences)
     if not sentences:
