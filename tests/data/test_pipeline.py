@@ -169,3 +169,28 @@ def test_batch_multiple_rounds_every_bucket_down_to_a_multiple():
     for one, rounded in zip(plain, even, strict=True):
         assert rounded % 4 == 0
         assert rounded == max(4, one // 4 * 4)
+
+
+def test_the_batch_replay_fed_in_chunks_equals_a_reference_bucketing():
+    import numpy as np
+
+    from tf_transformer.data.batching import BatchReplay
+
+    rng = np.random.default_rng(0)
+    source, target = rng.integers(2, 60, 5000), rng.integers(2, 60, 5000)
+    boundaries = bucket_boundaries(64)
+    sizes = bucket_batch_sizes(boundaries, 1024)
+    # Reference: per bucket, first come first served, a batch emitted when full, the rest at the end.
+    buckets, emitted = collections.defaultdict(list), []
+    for s, t in zip(source.tolist(), target.tolist(), strict=True):
+        key = sum(1 for boundary in boundaries if boundary <= max(s, t))
+        buckets[key].append((s, t))
+        if len(buckets[key]) == sizes[key]:
+            emitted.append(buckets.pop(key))
+    emitted.extend(buckets.values())
+    batches = len(emitted)
+    positions = sum(len(members) * (max(m[0] for m in members) + max(m[1] for m in members)) for members in emitted)
+    replay = BatchReplay(1024, boundaries)
+    for start in range(0, 5000, 777):  # chunks that cut batches in the middle
+        replay.add(source[start : start + 777], target[start : start + 777])
+    assert replay.finish() == (batches, positions, int(source.sum() + target.sum()))

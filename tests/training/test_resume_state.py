@@ -1,5 +1,8 @@
 """A run stopped and resumed trains on the batches, with the dropout masks, of the run that went straight through."""
 
+import logging
+import types
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -8,6 +11,7 @@ import tf_transformer as tft
 from tf_transformer.data import DataConfig, Tokenizer, build_vocabulary, make_dataset
 from tf_transformer.training import TrainConfig, train
 from tf_transformer.training.resume_state import ResumeState
+from tf_transformer.training.trainer import _saved_report
 
 # Dropout on, so that the masks' random state matters as much as the batches do.
 MODEL = tft.TransformerConfig.from_preset("tiny").replace(d_model=32, d_ff=64, dropout=0.1)
@@ -42,10 +46,13 @@ def model_tensors(checkpoint_path):
     return {name: reader.get_tensor(name) for name in names}
 
 
-def test_40_steps_straight_equal_15_then_25_after_a_restart(tmp_path, data):
+def test_40_steps_straight_equal_15_then_25_after_a_restart(tmp_path, data, caplog):
     straight = run(tmp_path / "straight", data, STEPS)
     stopped = run(tmp_path / "resumed", data, 15)  # mid-period: checkpoint_every is 10
-    resumed = run(tmp_path / "resumed", data, STEPS)
+    with caplog.at_level(logging.INFO, logger="tf_transformer"):
+        resumed = run(tmp_path / "resumed", data, STEPS)
+    assert "skipping the 15 batches already trained on" in caplog.text
+    assert "not scanned again" in caplog.text  # the restart reuses the run's data_report.json
     assert (stopped.step, resumed.start_step, resumed.step, straight.step) == (15, 15, STEPS, STEPS)
 
     reader = tf.train.load_checkpoint(stopped.checkpoint)
@@ -70,6 +77,12 @@ def test_a_resumed_stream_is_the_uninterrupted_stream_from_its_position(tmp_path
         np.testing.assert_array_equal(source, expected_source)
         np.testing.assert_array_equal(target_in, expected_target_in)
         np.testing.assert_array_equal(target_out, expected_target_out)
+    # The order is the data config's alone: the caller's global seed (0 included) does not change it.
+    for global_seed in (0, 5):
+        tf.random.set_seed(global_seed)
+        again = list(make_dataset(data, tokenizer).take(3).as_numpy_iterator())
+        for expected, actual in zip(whole[:3], again, strict=True):
+            np.testing.assert_array_equal(actual[1], expected[1])
     with pytest.raises(ValueError, match="skip_batches must be an int >= 0"):
         make_dataset(data, tokenizer, skip_batches=-1)
 
@@ -95,3 +108,20 @@ def test_a_checkpoint_without_input_state_resumes_at_its_step(tmp_path):
     assert int(fresh.position.numpy()) == 33
     for variable, value in zip(fresh.random, saved_random, strict=True):
         np.testing.assert_array_equal(variable.numpy(), value)
+
+
+def test_a_saved_data_report_is_reused_only_for_the_same_corpus(tmp_path, data):
+    from tf_transformer.data import open_corpus, scan_lengths
+
+    tokenizer = build_vocabulary(data, tmp_path / "vocab")
+    corpus = open_corpus(data, "train")
+    report = scan_lengths(data, tokenizer, corpus=corpus)
+    path = tmp_path / "data_report.json"
+    report.to_json(path)
+    assert _saved_report(path, corpus) == report
+    grown = types.SimpleNamespace(description=corpus.description, num_lines=corpus.num_lines + 1)
+    assert _saved_report(path, grown) is None  # the file changed: scan again
+    other = types.SimpleNamespace(description="another corpus", num_lines=corpus.num_lines)
+    assert _saved_report(path, other) is None
+    path.write_text("{not json")
+    assert _saved_report(path, corpus) is None

@@ -88,6 +88,50 @@ def batch_by_tokens(
     )
 
 
+class BatchReplay:
+    """Replays `batch_by_tokens` on pair lengths fed in chunks, in order, without tensors or a copy of the lengths.
+
+    `bucket_by_sequence_length` fills each bucket first come, first served and emits it when full, so a batch's
+    padded size depends only on the lengths of its own pairs: per bucket, the replay keeps the count and the
+    longest source and target of the batch being filled, whatever the corpus's size.
+    """
+
+    def __init__(self, batch_tokens: int, boundaries: Sequence[int], batch_multiple: int = 1):
+        self.boundaries = np.asarray(boundaries)
+        self.sizes = bucket_batch_sizes(boundaries, batch_tokens, batch_multiple)
+        self.open: dict = {}  # bucket -> [pairs, longest source, longest target]
+        self.batches = self.positions = self.real = 0
+
+    def add(self, source_lengths: np.ndarray, target_lengths: np.ndarray) -> None:
+        """Feeds the next pairs' lengths (EOS / BOS included), in corpus order."""
+        source_lengths = np.asarray(source_lengths, np.int64)
+        target_lengths = np.asarray(target_lengths, np.int64)
+        self.real += int(source_lengths.sum() + target_lengths.sum())
+        # bucket_by_sequence_length's rule: bucket i holds boundaries[i-1] <= length < boundaries[i].
+        keys = np.searchsorted(self.boundaries, np.maximum(source_lengths, target_lengths), side="right")
+        for key, source, target in zip(keys.tolist(), source_lengths.tolist(), target_lengths.tolist(), strict=True):
+            batch = self.open.get(key)
+            if batch is None:
+                batch = self.open[key] = [0, 0, 0]
+            batch[0] += 1
+            batch[1] = max(batch[1], source)
+            batch[2] = max(batch[2], target)
+            if batch[0] == self.sizes[key]:
+                self._emit(self.open.pop(key))
+
+    def finish(self) -> Tuple[int, int, int]:
+        """Flushes the partly filled buckets; (number of batches, padded positions, real tokens), source and
+        target together."""
+        for batch in self.open.values():
+            self._emit(batch)
+        self.open = {}
+        return self.batches, self.positions, self.real
+
+    def _emit(self, batch) -> None:
+        self.batches += 1
+        self.positions += batch[0] * (batch[1] + batch[2])
+
+
 def simulate_batches(
     source_lengths: np.ndarray,
     target_lengths: np.ndarray,
@@ -95,7 +139,7 @@ def simulate_batches(
     boundaries: Sequence[int],
     batch_multiple: int = 1,
 ) -> Tuple[int, int, int]:
-    """Replays `batch_by_tokens` on pair lengths in the given order, without tensors.
+    """Replays `batch_by_tokens` on pair lengths in the given order, without tensors (`BatchReplay` in one call).
 
     Args:
         source_lengths, target_lengths: per pair, EOS / BOS included.
@@ -104,27 +148,9 @@ def simulate_batches(
     Returns:
         (number of batches, padded positions, real tokens) over source and target.
     """
-    source_lengths = np.asarray(source_lengths, np.int64)
-    target_lengths = np.asarray(target_lengths, np.int64)
-    sizes = bucket_batch_sizes(boundaries, batch_tokens, batch_multiple)
-    # bucket_by_sequence_length's rule: bucket i holds boundaries[i-1] <= length < boundaries[i].
-    keys = np.searchsorted(np.asarray(boundaries), np.maximum(source_lengths, target_lengths), side="right")
-    open_buckets: dict = {}
-    batches = positions = 0
-
-    def emit(members):
-        nonlocal batches, positions
-        batches += 1
-        positions += len(members) * (int(source_lengths[members].max()) + int(target_lengths[members].max()))
-
-    for index, key in enumerate(keys.tolist()):
-        members = open_buckets.setdefault(key, [])
-        members.append(index)
-        if len(members) == sizes[key]:
-            emit(np.asarray(open_buckets.pop(key)))
-    for members in open_buckets.values():
-        emit(np.asarray(members))
-    return batches, positions, int(source_lengths.sum() + target_lengths.sum())
+    replay = BatchReplay(batch_tokens, boundaries, batch_multiple)
+    replay.add(source_lengths, target_lengths)
+    return replay.finish()
 
 
 def padding_fraction(dataset: tf.data.Dataset, num_batches: Optional[int] = None) -> float:

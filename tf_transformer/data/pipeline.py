@@ -19,7 +19,7 @@ from typing import Optional, Union
 import numpy as np
 import tensorflow as tf
 
-from tf_transformer.data.batching import batch_by_tokens, bucket_boundaries, simulate_batches
+from tf_transformer.data.batching import BatchReplay, batch_by_tokens, bucket_boundaries
 from tf_transformer.data.config import DataConfig
 from tf_transformer.data.corpus import ParallelCorpus, both_non_empty, clean_batch
 from tf_transformer.data.sources import open_corpus
@@ -31,6 +31,7 @@ from tf_transformer.rules import end_with_eos, source_token_limit
 _TOKENIZE_BATCH = 256
 # Epoch e of a run with seed s is shuffled with seed s * stride + e: distinct for every epoch of every seed.
 _EPOCH_SEED_STRIDE = 1_000_003
+_EPOCH_GRAPH_SEED = 1
 
 
 def encode_batch(tokenizer: Tokenizer, max_length: int, long_pairs: str = "drop"):
@@ -136,6 +137,11 @@ def make_dataset(
         def epoch_pairs(epoch):
             pairs = raw
             if shuffle:
+                # This function's own graph seed, so that the order depends on the data config's seed alone, not
+                # on the caller's global seed. It also avoids a TensorFlow failure: `get_seed` compares (graph
+                # seed, op seed) with (0, 0) in Python, which needs the op seed's truth value when the graph
+                # seed is 0 (keras.utils.set_random_seed(0)), and that of a tensor cannot be known here.
+                tf.random.set_seed(_EPOCH_GRAPH_SEED)
                 pairs = pairs.shuffle(
                     config.shuffle_buffer, seed=base_seed * _EPOCH_SEED_STRIDE + epoch, reshuffle_each_iteration=False
                 )
@@ -214,6 +220,12 @@ class DataReport:
             write_atomically(path, text)
         return text
 
+    @classmethod
+    def from_json(cls, path: Union[str, os.PathLike]) -> "DataReport":
+        """A report written by `to_json`."""
+        with open(path, encoding="utf-8") as handle:
+            return cls(**json.load(handle))
+
     def summary(self) -> str:
         """One line for a log."""
         over = f"{self.dropped} dropped" if self.long_pairs == "drop" else f"{self.truncated} truncated"
@@ -249,42 +261,46 @@ def scan_lengths(
         )
 
     dataset = corpus.raw_dataset().batch(1024).map(lengths, num_parallel_calls=tf.data.AUTOTUNE)
-    non_empty, source_lengths, target_lengths = [], [], []
+    # Streamed: counts, sums and the batch replay's open buckets only, so memory does not grow with the corpus.
+    replay = BatchReplay(config.batch_tokens, bucket_boundaries(config.max_length), config.batch_multiple)
+    pairs_read = non_empty_pairs = kept = too_long_pairs = 0
+    kept_source_tokens = kept_target_tokens = longest_source = longest_target = 0
     for present, source, target in dataset.as_numpy_iterator():
-        non_empty.append(present)
-        source_lengths.append(source)
-        target_lengths.append(target)
-    non_empty = np.concatenate(non_empty) if non_empty else np.zeros([0], bool)
-    pairs_read = int(non_empty.size)
-    # + 1: the EOS of source and target_out, the BOS of target_in.
-    source = np.concatenate(source_lengths)[non_empty] + 1 if pairs_read else np.zeros([0], np.int64)
-    target = np.concatenate(target_lengths)[non_empty] + 1 if pairs_read else np.zeros([0], np.int64)
-    too_long = (source > config.max_length) | (target > config.max_length)
-    if config.long_pairs == "drop":
-        kept_source, kept_target = source[~too_long], target[~too_long]
-    else:
-        kept_source, kept_target = np.minimum(source, config.max_length), np.minimum(target, config.max_length)
-    boundaries = bucket_boundaries(config.max_length)
-    num_batches, positions, real = simulate_batches(
-        kept_source, kept_target, config.batch_tokens, boundaries, config.batch_multiple
-    )
+        pairs_read += int(present.size)
+        # + 1: the EOS of source and target_out, the BOS of target_in.
+        source, target = source[present] + 1, target[present] + 1
+        non_empty_pairs += int(source.size)
+        if not source.size:
+            continue
+        longest_source, longest_target = max(longest_source, int(source.max())), max(longest_target, int(target.max()))
+        too_long = (source > config.max_length) | (target > config.max_length)
+        too_long_pairs += int(too_long.sum())
+        if config.long_pairs == "drop":
+            source, target = source[~too_long], target[~too_long]
+        else:
+            source, target = np.minimum(source, config.max_length), np.minimum(target, config.max_length)
+        kept += int(source.size)
+        kept_source_tokens += int(source.sum())
+        kept_target_tokens += int(target.sum())
+        replay.add(source, target)
+    num_batches, positions, real = replay.finish()
     return DataReport(
         corpus=corpus.description,
         split=split,
         pairs_read=pairs_read,
-        empty_skipped=int(pairs_read - source.size),
-        kept=int(kept_source.size),
-        dropped=int(too_long.sum()) if config.long_pairs == "drop" else 0,
-        truncated=int(too_long.sum()) if config.long_pairs == "truncate" else 0,
+        empty_skipped=pairs_read - non_empty_pairs,
+        kept=kept,
+        dropped=too_long_pairs if config.long_pairs == "drop" else 0,
+        truncated=too_long_pairs if config.long_pairs == "truncate" else 0,
         max_length=config.max_length,
         long_pairs=config.long_pairs,
         batch_tokens=config.batch_tokens,
-        source_tokens=int(kept_source.sum()),
-        target_tokens=int(kept_target.sum()),
-        longest_source=int(source.max()) if source.size else 0,
-        longest_target=int(target.max()) if target.size else 0,
-        mean_source_length=float(kept_source.mean()) if kept_source.size else 0.0,
-        mean_target_length=float(kept_target.mean()) if kept_target.size else 0.0,
+        source_tokens=kept_source_tokens,
+        target_tokens=kept_target_tokens,
+        longest_source=longest_source,
+        longest_target=longest_target,
+        mean_source_length=kept_source_tokens / kept if kept else 0.0,
+        mean_target_length=kept_target_tokens / kept if kept else 0.0,
         num_batches=num_batches,
         padding_fraction=(positions - real) / positions if positions else 0.0,
     )

@@ -159,6 +159,24 @@ class StopAtStep(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
+class LogFirstStep(keras.callbacks.Callback):
+    """Logs when the run's first training step is done: the time to the first step (data checks, vocabulary,
+    the input's skip on a resume, tracing), which grows with the corpus where the steps do not."""
+
+    def __init__(self, started: float, step: tf.Variable, clock=time.monotonic):
+        super().__init__()
+        self.started = started
+        self.step = step
+        self.clock = clock
+        self.logged = False
+
+    def on_train_batch_end(self, batch, logs=None):
+        if not self.logged:
+            self.logged = True
+            elapsed = self.clock() - self.started
+            logger.info("First step (step %d) done %.1f s after the start.", int(self.step.numpy()), elapsed)
+
+
 class StopAtTimeLimit(keras.callbacks.Callback):
     """Stops `fit` after the first step that ends at or past `deadline` (a `clock()` reading, in seconds).
 

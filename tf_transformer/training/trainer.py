@@ -38,6 +38,7 @@ from tf_transformer.model_dir import (
 from tf_transformer.models import Transformer
 from tf_transformer.training.callbacks import (
     CheckpointEveryEpoch,
+    LogFirstStep,
     StopAtStep,
     StopAtTimeLimit,
     StopOnNonFiniteLoss,
@@ -206,9 +207,17 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
     # Opening a corpus reads and checks its files: bad data fails here, before anything is written.
     train_corpus = data_lib.open_corpus(data_config, "train", training=True)
     valid_corpus = _open_optional(data_config, "valid")
+    phase_started = time.monotonic()
+    vocabulary_existed = (model_dir / VOCAB_DIR / TOKENIZER_JSON).is_file()
     tokenizer = _vocabulary(data_config, model_dir / VOCAB_DIR, train_corpus, is_chief)
-    report = data_lib.scan_lengths(data_config, tokenizer, "train", corpus=train_corpus)
-    logger.info("%s", report.summary())
+    logger.info("Vocabulary of %d pieces ready in %.1f s.", tokenizer.vocab_size, time.monotonic() - phase_started)
+    phase_started = time.monotonic()
+    report = _saved_report(model_dir / DATA_REPORT_FILE, train_corpus) if vocabulary_existed else None
+    if report is None:
+        report = data_lib.scan_lengths(data_config, tokenizer, "train", corpus=train_corpus)
+        logger.info("%s (scanned in %.1f s)", report.summary(), time.monotonic() - phase_started)
+    else:
+        logger.info("%s (the run's own %s: not scanned again)", report.summary(), DATA_REPORT_FILE)
     resolved = model_config.replace(vocab_size=tokenizer.vocab_size, target_vocab_size=None)
 
     with strategy.scope():
@@ -294,7 +303,7 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
                 )
                 history = _fit(
                     model, train_dataset, valid_dataset, manager, train_config, model_dir, bleu, stop_signals, deadline,
-                    resume_state,
+                    resume_state, started,
                 )  # fmt: skip
     except TrainingDiverged:  # a non-finite loss (StopOnNonFiniteLoss) or weights (the check before a save)
         raise TrainingDiverged(
@@ -344,6 +353,26 @@ def _check_settings(model_config, data_config, train_config, multi_worker) -> No
             "seed: multi-worker training shards one shuffled order of the batches across the workers, so every "
             "worker needs the same seed. Fix: pass --seed (the same on every worker)."
         )
+
+
+def _saved_report(path: pathlib.Path, train_corpus):
+    """The data report of an earlier start of this run, when it still describes the corpus; else None.
+
+    A restart has the same data config (checked before) and vocabulary, so its scan would give the same report:
+    one tokenization pass over the training split saved on every restart (minutes for millions of pairs,
+    benchmarks/NOTES.md entry 23). A corpus whose line count changed is scanned again.
+    """
+    if not path.is_file():
+        return None
+    try:
+        report = data_lib.DataReport.from_json(path)
+    except (OSError, ValueError, TypeError):  # unreadable or from another version: scan again
+        return None
+    if report.corpus != train_corpus.description or report.split != "train":
+        return None
+    if train_corpus.num_lines is not None and report.pairs_read != train_corpus.num_lines:
+        return None
+    return report
 
 
 def _vocabulary(data_config, vocab_dir: pathlib.Path, train_corpus, is_chief: bool):
@@ -446,6 +475,7 @@ def _fit(
     stop_signals=None,
     deadline=None,
     resume_state=None,
+    started=None,
 ) -> dict:
     """`model.fit` in epochs of `checkpoint_every` steps, from the restored step to `train_steps`, or until
     `deadline` (a `time.monotonic()` reading; None: none) has passed.
@@ -454,6 +484,7 @@ def _fit(
     `stop_signals`, a `StopSignals` or None: on a signal it recorded, the checkpoint callback saves after the
     step in progress and raises `TrainingInterrupted`, after which the TensorBoard writers are closed.
     `resume_state`, a `ResumeState` or None: its input position advances with every step, before the save.
+    `started`, the `time.monotonic()` reading at the start of the run, for the log line of the first step.
     """
     step = model.optimizer.iterations
     writers = [
@@ -464,6 +495,7 @@ def _fit(
         StopOnNonFiniteLoss(),  # first: nothing else runs after a NaN batch
         *([] if resume_state is None else [resume_state.counter()]),  # before the checkpoint saves
         StopAtStep(train_config.train_steps, step),
+        *([] if started is None else [LogFirstStep(started, step)]),
         *([] if deadline is None else [StopAtTimeLimit(deadline, step)]),
         CheckpointEveryEpoch(manager, step, stop_signals, train_config.checkpoint_every),
         *writers,
