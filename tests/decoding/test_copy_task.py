@@ -6,7 +6,7 @@ import pytest
 
 import tf_transformer as tft
 from tf_transformer.data import synthetic_pairs, synthetic_translation_dataset
-from tf_transformer.decoding import beam_search, greedy_decode, translate
+from tf_transformer.decoding import beam_search, greedy_decode, score_ids, translate
 from tf_transformer.training import synthetic_task_config
 
 HELD_OUT = 50
@@ -62,3 +62,17 @@ def test_greedy_and_beam_search_copy_held_out_sequences(copy_model, held_out, he
     result = translate(copy_model, sources[:8])
     np.testing.assert_array_equal(result.ids[:, 0], beam_ids[:8, 0])
     np.testing.assert_allclose(result.scores[:, 0], beam_scores[:8, 0], atol=1e-5)
+
+
+def test_a_trained_models_beam_scores_are_score_ids_of_its_hypotheses(copy_model, held_out, helpers):
+    # The trained model ends its hypotheses with EOS of its own choice (the untrained one of test_scoring.py
+    # reaches the length cap): length_penalty=0 makes beam search report raw log-probability sums.
+    sources = held_out[0][:8]
+    ids, scores = beam_search(copy_model, sources, beam_size=4, n_best=3, length_penalty=0.0)
+    ids, scores = ids.numpy(), scores.numpy()
+    caps = np.minimum((sources != 0).sum(axis=1) + tft.rules.EXTRA_DECODE_LENGTH, copy_model.config.max_length)
+    lengths = np.array([[len(helpers.strip(row)) for row in hypotheses] for hypotheses in ids])
+    assert np.all(lengths < caps[:, np.newaxis])  # every hypothesis chose its EOS before the cap
+    result = score_ids(copy_model, np.repeat(sources, 3, axis=0), ids.reshape(8 * 3, -1))
+    np.testing.assert_allclose(result.log_probs.numpy(), scores.reshape(-1), atol=1e-4)
+    np.testing.assert_array_equal(result.num_tokens.numpy(), lengths.reshape(-1))

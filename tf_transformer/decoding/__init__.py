@@ -20,6 +20,9 @@ Output convention (all decoders):
   a static size); columns that no sentence reached are 0. `trim_padding` drops them in eager code.
 - Scores are float32: greedy and sampling give the sum of the model's log-probabilities of the emitted
   tokens; beam search gives that sum divided by the length penalty ((5 + length) / 6) ** alpha.
+
+Scoring (`score_ids`, `score_texts`) is the reverse: the log-probability of a given target, teacher-forced,
+the same sum the decoders report for their own outputs (see `tf_transformer.decoding.scoring`).
 """
 
 from tf_transformer._lazy import lazy_attributes
@@ -30,8 +33,12 @@ _LAZY = {
     "DecodableModel": "tf_transformer.decoding.contract",
     "DecodeResult": "tf_transformer.decoding.translation",
     "greedy_decode": "tf_transformer.decoding.greedy",
+    "PairScore": "tf_transformer.decoding.scoring",
     "METHODS": "tf_transformer.decoding_settings",
     "sample_decode": "tf_transformer.decoding.sampling",
+    "score_ids": "tf_transformer.decoding.scoring",
+    "score_texts": "tf_transformer.decoding.scoring",
+    "ScoreResult": "tf_transformer.decoding.scoring",
     "TextTranslator": "tf_transformer.decoding.text",
     "translate": "tf_transformer.decoding.translation",
     "translate_texts": "tf_transformer.decoding.text",
@@ -40,6 +47,6 @@ _LAZY = {
 __getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 __all__ = [
-    "DecodableModel", "DecodeResult", "METHODS", "TextTranslator", "beam_search", "greedy_decode", "sample_decode",
-    "translate", "translate_texts", "trim_padding",
+    "DecodableModel", "DecodeResult", "METHODS", "PairScore", "ScoreResult", "TextTranslator", "beam_search",
+    "greedy_decode", "sample_decode", "score_ids", "score_texts", "translate", "translate_texts", "trim_padding",
 ]  # fmt: skip

@@ -104,17 +104,26 @@ class TextTranslator:
     def _encode(self, sentences: List[str]) -> List[np.ndarray]:
         """Each sentence's source ids, as training builds them (`rules.truncate_source`)."""
         config = self.model.config
-        sources, truncated = [], 0
-        for start in range(0, len(sentences), _TOKENIZE_CHUNK):
-            tokens = self.tokenizer.tokenize(sentences[start : start + _TOKENIZE_CHUNK])
-            flat = tokens.flat_values.numpy()
-            ends = np.cumsum(tokens.row_lengths().numpy())
-            for row in np.split(flat, ends[:-1]) if len(ends) else []:
-                if len(row) > self.max_source_tokens:
-                    truncated += 1
-                sources.append(rules.truncate_source(row, config.max_length, config.eos_id))
-        warn_truncated(truncated, len(sentences), self.model.config.max_length)
+        sources, truncated = encode_sentences(self.tokenizer, sentences, config.max_length, config.eos_id)
+        warn_truncated(truncated, len(sentences), config.max_length)
         return sources
+
+
+def encode_sentences(tokenizer, sentences: List[str], max_length: int, eos_id: int) -> Tuple[List[np.ndarray], int]:
+    """`(ids, truncated)`: each sentence tokenized, cut to its first `max_length - 1` tokens and ended with
+    `eos_id` (`rules.truncate_source`: training's source rule), and how many were cut. Tokenized
+    `_TOKENIZE_CHUNK` sentences a call (tf-text ops cost per call)."""
+    encoded, truncated = [], 0
+    limit = rules.source_token_limit(max_length)
+    for start in range(0, len(sentences), _TOKENIZE_CHUNK):
+        tokens = tokenizer.tokenize(sentences[start : start + _TOKENIZE_CHUNK])
+        flat = tokens.flat_values.numpy()
+        ends = np.cumsum(tokens.row_lengths().numpy())
+        for row in np.split(flat, ends[:-1]) if len(ends) else []:
+            if len(row) > limit:
+                truncated += 1
+            encoded.append(rules.truncate_source(row, max_length, eos_id))
+    return encoded, truncated
 
 
 def check_sentences(sentences: Sequence[str]) -> List[str]:
