@@ -39,6 +39,7 @@ COMMANDS = {
     "tft-plot-attention": ("plot_attention", ["model_dir", "sentence", "target", "layers", "heads", "dpi"]),
     "tft-serving-client": ("serving_client", ["model_name", "protocol", "rest_port", "grpc_port", "signature"]),
     "tft-demo": ("demo", ["task", "steps", "batch_size"]),
+    "tft-score": ("score", ["model_dir", "sources", "targets", "output", "average_last", "batch_tokens"]),
 }
 # absl's --help and --helpfull end the program with status 1 (before main), as tools/*.py always did.
 HELP_STATUS = 1

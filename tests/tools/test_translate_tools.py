@@ -1,6 +1,7 @@
 """tools/average_checkpoints.py, tools/translate.py and tools/evaluate.py as users run them, on a model trained
 for 4 steps with tools/train.py (it translates badly: only the plumbing is tested, not the quality)."""
 
+import gzip
 import json
 import logging
 import os
@@ -251,3 +252,58 @@ def test_evaluate_tunes_the_length_penalty_on_val_into_decoding_json(model_dir, 
     assert tuned["length_penalty"] == best
     # Only the length penalty changes.
     assert json.loads((path / "decoding.json").read_text()) == {**before, "length_penalty": best}
+
+
+def test_score_writes_a_line_per_pair_and_ranks_the_models_own_translation_first(corpus, tuned, sources, tmp_path):
+    from tf_transformer.checkpoints import load_translation_model
+    from tf_transformer.decoding.scoring import score_texts
+    from tf_transformer.decoding.text import translate_texts
+
+    # tuned's decoding.json asks for the average of the last 2 checkpoints: tft-score takes it too.
+    model, tokenizer, _ = load_translation_model(tuned, average_last=2)
+    translations = translate_texts(model, tokenizer, sources, length_penalty=0.0, max_decode_length=8)
+    own = [hypotheses[0][0] for hypotheses in translations]
+    real = [i for i, sentence in enumerate(sources) if sentence.strip()]  # validation sentences 0 to 5
+    # Each real sentence again, with the human translation of the next one. (Another sentence's translation
+    # by the model would not do: trained for 4 steps, it gives every sentence the same one.)
+    references = corpus["valid_de"].read_text(encoding="utf-8").splitlines()
+    other = [references[(k + 1) % len(real)] for k in range(len(real))]
+    pair_sources = sources + [sources[i] for i in real]
+    pair_targets = own + other
+    with gzip.open(tmp_path / "targets.de.gz", "wt", encoding="utf-8") as handle:
+        handle.write("".join(line + "\n" for line in pair_targets))
+    output = tmp_path / "scores.txt"
+    result = run("score.py", f"--model_dir={tuned}", f"--sources={write_lines(tmp_path / 'sources.en', pair_sources)}",
+                 f"--targets={tmp_path / 'targets.de.gz'}", f"--output={output}", "--batch_tokens=64")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Scoring with average_last=2 (decoding.json)" in result.stderr
+    assert "100%" in result.stderr  # the progress bar, on stderr since the output is a file
+    lines = output.read_text(encoding="utf-8").splitlines()
+    fields = [re.fullmatch(r"(-?\d+\.\d{6})\t(-?\d+\.\d{6})\t(\d+)", line) for line in lines]
+    assert len(lines) == len(pair_sources) and all(fields), lines
+    log_probs = [float(match.group(1)) for match in fields]
+    counts = [int(match.group(3)) for match in fields]
+    for match, log_prob, count in zip(fields, log_probs, counts, strict=True):
+        assert float(match.group(2)) == pytest.approx(log_prob / count, abs=2e-6)
+    expected = [len(ids) + 1 for ids in tokenizer.tokenize(pair_targets).to_list()]  # the tokens and EOS
+    assert counts == expected
+    assert counts[2] == 1 and counts[6] == 1  # empty translations of the empty and blank lines: EOS alone
+    in_process = score_texts(model, tokenizer, pair_sources, pair_targets)
+    assert log_probs == pytest.approx([score.log_prob for score in in_process], abs=1e-4)  # other batches
+    # With length penalty 0 beam search reports the log-probability of its translation: tokenized again, the
+    # text gets that score. And the model finds its own translation more probable than another's.
+    assert [log_probs[i] for i in real] == pytest.approx([translations[i][0][1] for i in real], abs=1e-4)
+    for k, i in enumerate(real):
+        assert log_probs[i] > log_probs[len(sources) + k], (own[i], other[k])
+
+
+def test_score_refuses_files_of_different_lengths(model_dir, tmp_path):
+    sources = write_lines(tmp_path / "sources.en", ["A dog.", "Two men.", "A cat."])
+    targets = write_lines(tmp_path / "targets.de", ["Ein Hund.", "Zwei Männer."])
+    result = run("score.py", f"--model_dir={model_dir}", f"--sources={sources}", f"--targets={targets}")
+    assert result.returncode == 1
+    assert (
+        f"error: --sources {sources} has 3 lines but --targets {targets} has 2. Fix: give one target line per "
+        "source line" in result.stderr
+    )
+    assert "Traceback" not in result.stderr and result.stdout == ""

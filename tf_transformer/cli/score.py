@@ -1,0 +1,101 @@
+"""Scores given translations with a trained model directory: how probable the model finds each target.
+
+    tft-score --model_dir=runs/multi30k_tiny --sources=test.en --targets=test.hyp.de > scores.txt
+    tft-score --model_dir=runs/multi30k_tiny --average_last=5 \
+        --sources=test.en.gz --targets=test.de.gz --output=scores.txt
+
+Reads --sources and --targets (plain or gzip, one sentence a line, the same number of lines) and writes one
+line per pair, in input order, to --output (default stdout), three tab-separated fields:
+
+    log_prob<TAB>average<TAB>num_tokens      e.g. -12.345600	-1.028800	12
+
+log_prob is the natural-log probability of the target's tokens and its final EOS given the source (teacher-
+forced, no search), num_tokens the tokens scored (EOS included) and average = log_prob / num_tokens. An empty
+or blank target is scored as EOS alone (1 token: the probability of the empty translation); an empty source
+as the source EOS alone. A beam search with --length_penalty=0 reports the same log_prob for its own output.
+A progress bar goes to stderr when --output is a file. Scoring happens in
+`tf_transformer.decoding.scoring.score_texts`.
+
+Weights as in tft-translate: the latest checkpoint of --model_dir/checkpoints; --checkpoint=PATH for another
+(or best); --average_last=N to average the last N checkpoints in memory; without either, MODEL_DIR/decoding.json's
+average_last if it sets one.
+"""
+
+import logging
+import logging as pylogging
+import sys
+
+from absl import flags
+
+from tf_transformer.cli import exit_on, run_binary
+from tf_transformer.decoding_settings import resolve_settings
+from tf_transformer.files import write_atomically
+
+_MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.", required=True)
+_SOURCES = flags.DEFINE_string("sources", None, "Source sentences, one a line, plain or gzip.", required=True)
+_TARGETS = flags.DEFINE_string(
+    "targets", None, "Target sentences to score, one per source line, plain or gzip.", required=True
+)
+_OUTPUT = flags.DEFINE_string("output", None, "Where to write the scores (default: stdout).")
+# tft-translate's checkpoint flags, defined here as tft-export does: its shared module also brings the
+# decoding flags (beam size, method, ...), which mean nothing to a scorer.
+_CHECKPOINT = flags.DEFINE_string("checkpoint", None, "A checkpoint path prefix, or best (default: the latest).")
+_AVERAGE_LAST = flags.DEFINE_integer(
+    "average_last", None, "Average the last N checkpoints in memory (default: decoding.json's average_last, if any)."
+)
+_BATCH_TOKENS = flags.DEFINE_integer(
+    "batch_tokens", 4096, "Positions per batch on the longer side of the pairs (padding included)."
+)
+
+
+def main(argv):
+    del argv
+    pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
+    # Imported here, not at the top: --help must not import TensorFlow.
+    from tf_transformer.checkpoints import load_translation_model
+    from tf_transformer.data.files import read_sentences
+    from tf_transformer.decoding.scoring import format_scores, score_texts
+
+    with exit_on(FileNotFoundError, ValueError):  # ConfigError and DataError are ValueErrors
+        if _CHECKPOINT.value is not None and _AVERAGE_LAST.value is not None:
+            raise ValueError("--checkpoint and --average_last: give one of them.")
+        sources = read_sentences(_SOURCES.value, "--sources")
+        targets = read_sentences(_TARGETS.value, "--targets")
+        if len(sources) != len(targets):
+            raise ValueError(
+                f"--sources {_SOURCES.value} has {len(sources)} lines but --targets {_TARGETS.value} has "
+                f"{len(targets)}. Fix: give one target line per source line (an empty line for an empty target)."
+            )
+        given = {"average_last": _AVERAGE_LAST.value} if _AVERAGE_LAST.present else {}
+        settings, origins = resolve_settings(given, _MODEL_DIR.value, checkpoint_given=_CHECKPOINT.value is not None)
+        average_last = settings["average_last"]
+        logging.getLogger("tf_transformer").info(
+            "Scoring with average_last=%s (%s)",
+            "none" if average_last is None else average_last,
+            origins["average_last"],
+        )
+        model, tokenizer, _ = load_translation_model(_MODEL_DIR.value, _CHECKPOINT.value, average_last=average_last)
+        bar = None
+        if _OUTPUT.value is not None:
+            import tqdm
+
+            bar = tqdm.tqdm(total=len(sources), unit="pair", file=sys.stderr)
+        progress = (lambda done, total: bar.update(done - bar.n)) if bar is not None else None
+        results = score_texts(model, tokenizer, sources, targets, batch_tokens=_BATCH_TOKENS.value, progress=progress)
+        if bar is not None:
+            bar.close()
+    text = "".join(line + "\n" for line in format_scores(results))
+    if _OUTPUT.value is None:
+        sys.stdout.buffer.write(text.encode("utf-8"))
+        sys.stdout.flush()
+    else:
+        write_atomically(_OUTPUT.value, text)
+
+
+def run():
+    """The `tft-score` command (and tools/score.py in a checkout)."""
+    run_binary(__name__, main)
+
+
+if __name__ == "__main__":
+    run()
