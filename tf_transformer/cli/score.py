@@ -7,7 +7,7 @@
 Reads --sources and --targets (plain or gzip, one sentence a line, the same number of lines) and writes one
 line per pair, in input order, to --output (default stdout), three tab-separated fields:
 
-    log_prob<TAB>average<TAB>num_tokens      e.g. -12.345600	-1.028800	12
+    log_prob<TAB>average<TAB>num_tokens      e.g. -12.345600<TAB>-1.028800<TAB>12
 
 log_prob is the natural-log probability of the target's tokens and its final EOS given the source (teacher-
 forced, no search), num_tokens the tokens scored (EOS included) and average = log_prob / num_tokens. An empty
