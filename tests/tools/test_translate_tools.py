@@ -307,3 +307,33 @@ def test_score_refuses_files_of_different_lengths(model_dir, tmp_path):
         "source line" in result.stderr
     )
     assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_score_texts_traces_once_keeps_the_input_order_and_cuts_long_sides(model_dir, corpus, sources, caplog):
+    from tf_transformer.checkpoints import load_translation_model
+    from tf_transformer.decoding.scoring import TextScorer
+
+    model, tokenizer, config = load_translation_model(model_dir)
+    scorer = TextScorer(model, tokenizer, batch_tokens=60)
+    references = corpus["valid_de"].read_text(encoding="utf-8").splitlines()
+    targets = [references[0], "", references[1], references[2], "   ", references[3], references[4], ""]
+    long_side = " ".join(["A dog runs across the green field."] * 30)
+    pair_sources, pair_targets = sources + [long_side, "A dog."], targets + ["Ein Hund.", long_side]
+    progress = []
+    with caplog.at_level(logging.WARNING, logger="tf_transformer"):
+        results = scorer(pair_sources, pair_targets, progress=lambda done, total: progress.append((done, total)))
+    limit = config.max_length - 1
+    assert f"1 of 10 sources have more than {limit} tokens" in caplog.text
+    assert f"1 of 10 targets have more than {limit} tokens" in caplog.text
+    assert len(progress) > 2 and progress[-1] == (10, 10)  # several batches of at most 60 positions
+    assert results[-1].num_tokens == config.max_length  # the first max_length - 1 tokens and the EOS
+    assert [results[i].num_tokens for i in (1, 4, 7)] == [1, 1, 1]  # empty and blank targets: EOS alone
+    # A batch of one pair scores it without padding: the batched results are the same, in input order.
+    alone = [scorer([source], [target])[0] for source, target in zip(pair_sources, pair_targets, strict=True)]
+    assert [result.num_tokens for result in results] == [result.num_tokens for result in alone]
+    assert [result.log_prob for result in results] == pytest.approx([result.log_prob for result in alone], abs=1e-4)
+    assert len({round(result.log_prob, 3) for result in results}) == len(results)  # 10 different pairs
+    assert all(result.log_prob < 0 and result.average == result.log_prob / result.num_tokens for result in results)
+    assert scorer.score.experimental_get_tracing_count() == 1  # every batch shape ran the same graph
+    with pytest.raises(ValueError, match="2 sources but 1 targets"):
+        scorer(["A dog.", "A cat."], ["Ein Hund."])

@@ -39,6 +39,7 @@ _LAZY = {
     "score_ids": "tf_transformer.decoding.scoring",
     "score_texts": "tf_transformer.decoding.scoring",
     "ScoreResult": "tf_transformer.decoding.scoring",
+    "TextScorer": "tf_transformer.decoding.scoring",
     "TextTranslator": "tf_transformer.decoding.text",
     "translate": "tf_transformer.decoding.translation",
     "translate_texts": "tf_transformer.decoding.text",
@@ -47,6 +48,7 @@ _LAZY = {
 __getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 __all__ = [
-    "DecodableModel", "DecodeResult", "METHODS", "PairScore", "ScoreResult", "TextTranslator", "beam_search",
-    "greedy_decode", "sample_decode", "score_ids", "score_texts", "translate", "translate_texts", "trim_padding",
+    "DecodableModel", "DecodeResult", "METHODS", "PairScore", "ScoreResult", "TextScorer", "TextTranslator",
+    "beam_search", "greedy_decode", "sample_decode", "score_ids", "score_texts", "translate", "translate_texts",
+    "trim_padding",
 ]  # fmt: skip

@@ -103,6 +103,73 @@ def score_ids(model, source_ids, target_ids) -> ScoreResult:
     )
 
 
+class TextScorer:
+    """Scores lists of sentence pairs with one `score_ids` function, traced once (see `score_texts` for the
+    rules). Keep one scorer to score several inputs without tracing again.
+
+    Attributes:
+        score: the `tf.function`: int32 source ids `[batch, source_len]` and target ids `[batch, target_len]`
+            -> (log_probs `[batch]`, num_tokens `[batch]`), as `score_ids` gives them.
+    """
+
+    def __init__(self, model, tokenizer, batch_tokens: int = 4096):
+        if not rules.is_int(batch_tokens) or batch_tokens < 1:
+            raise ValueError(f"batch_tokens: must be an int >= 1, got {batch_tokens!r}. Fix: use e.g. 4096.")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_tokens = batch_tokens
+
+        def score(source_ids, target_ids):
+            result = score_ids(model, source_ids, target_ids)
+            return result.log_probs, result.num_tokens
+
+        spec = tf.TensorSpec([None, None], tf.int32)
+        self.score = tf.function(score, input_signature=[spec, spec])
+
+    def __call__(
+        self,
+        sources: Sequence[str],
+        targets: Sequence[str],
+        progress: Optional[Callable[[int, int], None]] = None,
+    ) -> List[PairScore]:
+        """The pairs' scores in input order; see `score_texts`."""
+        sources, targets = check_sentences(sources), check_sentences(targets)
+        if len(sources) != len(targets):
+            raise ValueError(
+                f"sources and targets: {len(sources)} sources but {len(targets)} targets. Fix: give one target per "
+                "source."
+            )
+        config = self.model.config
+        source_ids = self._encode(sources, "sources")
+        target_ids = self._encode(targets, "targets")
+        total = len(sources)
+        results: List[Optional[PairScore]] = [None] * total
+        lengths = [max(len(source), len(target)) for source, target in zip(source_ids, target_ids, strict=True)]
+        done = 0
+        for batch in batch_by_tokens(range(total), lengths, self.batch_tokens):
+            source_batch = _pad([source_ids[index] for index in batch], config.pad_id)
+            target_batch = _pad([target_ids[index] for index in batch], config.pad_id)
+            log_probs, num_tokens = self.score(tf.constant(source_batch), tf.constant(target_batch))
+            for index, log_prob, count in zip(batch, log_probs.numpy(), num_tokens.numpy(), strict=True):
+                results[index] = PairScore(float(log_prob), int(count))
+            done += len(batch)
+            if progress is not None:
+                progress(done, total)
+        return results
+
+    def _encode(self, sentences: List[str], side: str) -> List[np.ndarray]:
+        """Each sentence's ids, tokens + EOS, cut as translation cuts sources (a warning counts them)."""
+        config = self.model.config
+        ids, cut = encode_sentences(self.tokenizer, sentences, config.max_length, config.eos_id)
+        if cut:
+            logger.warning(
+                "%d of %d %s have more than %d tokens (the model's max_length %d, less the EOS): scored from their "
+                "first %d tokens.",
+                cut, len(sentences), side, config.max_length - 1, config.max_length, config.max_length - 1,
+            )  # fmt: skip
+        return ids
+
+
 def score_texts(
     model,
     tokenizer,
@@ -120,7 +187,7 @@ def score_texts(
     (what the model sees for it; `translate_texts` does not decode an empty source at all, it gives "" with
     score 0.0). Pairs are sorted by length, longest first, and batched so that a batch holds at most
     `batch_tokens` positions of its longer side, padding included (each pair counts max(source, target)
-    ids); one `tf.function` of `score_ids`, traced once, scores every batch.
+    ids); one `tf.function` of `score_ids`, traced once (`TextScorer`), scores every batch.
 
     Args:
         model: a `Transformer` (e.g. from `tf_transformer.checkpoints.load_translation_model`).
@@ -136,50 +203,12 @@ def score_texts(
         ValueError: different numbers of sources and targets, or batch_tokens < 1.
         TypeError: a sentence that is not a str.
     """
-    sources, targets = check_sentences(sources), check_sentences(targets)
-    if len(sources) != len(targets):
-        raise ValueError(
-            f"sources and targets: {len(sources)} sources but {len(targets)} targets. Fix: give one target per source."
-        )
-    if not rules.is_int(batch_tokens) or batch_tokens < 1:
-        raise ValueError(f"batch_tokens: must be an int >= 1, got {batch_tokens!r}. Fix: use e.g. 4096.")
-    config = model.config
-    source_ids, cut_sources = encode_sentences(tokenizer, sources, config.max_length, config.eos_id)
-    target_ids, cut_targets = encode_sentences(tokenizer, targets, config.max_length, config.eos_id)
-    for side, cut in (("sources", cut_sources), ("targets", cut_targets)):
-        if cut:
-            logger.warning(
-                "%d of %d %s have more than %d tokens (the model's max_length %d, less the EOS): scored from their "
-                "first %d tokens.",
-                cut, len(sources), side, config.max_length - 1, config.max_length, config.max_length - 1,
-            )  # fmt: skip
-
-    spec = tf.TensorSpec([None, None], tf.int32)
-
-    def score(source_batch, target_batch):
-        result = score_ids(model, source_batch, target_batch)
-        return result.log_probs, result.num_tokens
-
-    score = tf.function(score, input_signature=[spec, spec])
-    total = len(sources)
-    results: List[Optional[PairScore]] = [None] * total
-    lengths = [max(len(source), len(target)) for source, target in zip(source_ids, target_ids, strict=True)]
-    done = 0
-    for batch in batch_by_tokens(range(total), lengths, batch_tokens):
-        source_batch = _pad([source_ids[index] for index in batch])
-        target_batch = _pad([target_ids[index] for index in batch])
-        log_probs, num_tokens = score(tf.constant(source_batch), tf.constant(target_batch))
-        for index, log_prob, count in zip(batch, log_probs.numpy(), num_tokens.numpy(), strict=True):
-            results[index] = PairScore(float(log_prob), int(count))
-        done += len(batch)
-        if progress is not None:
-            progress(done, total)
-    return results
+    return TextScorer(model, tokenizer, batch_tokens=batch_tokens)(sources, targets, progress=progress)
 
 
-def _pad(rows: List[np.ndarray]) -> np.ndarray:
-    """int32 `[len(rows), longest]`, each row followed by 0s."""
-    padded = np.zeros((len(rows), max(len(row) for row in rows)), np.int32)
+def _pad(rows: List[np.ndarray], pad_id: int) -> np.ndarray:
+    """int32 `[len(rows), longest]`, each row followed by `pad_id`s."""
+    padded = np.full((len(rows), max(len(row) for row in rows)), pad_id, np.int32)
     for number, row in enumerate(rows):
         padded[number, : len(row)] = row
     return padded
