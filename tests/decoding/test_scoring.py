@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_transformer.decoding import beam_search, greedy_decode, score_ids
+from tf_transformer.decoding import beam_search, greedy_decode, sample_decode, score_ids
 from tf_transformer.decoding.scoring import PairScore, format_scores
 
 
@@ -42,11 +42,16 @@ def test_with_a_length_penalty_beam_scores_are_score_ids_over_the_penalty(tiny_m
     np.testing.assert_allclose(result.log_probs.numpy() / penalties, scores.numpy().reshape(-1), atol=1e-4)
 
 
-def test_greedy_scores_are_score_ids_of_its_outputs(tiny_model, helpers):
+def test_greedy_and_sampling_scores_are_score_ids_of_their_outputs(tiny_model, helpers):
     sources = helpers.make_sources([4, 9, 6, 3], seed=5)
     ids, scores = greedy_decode(tiny_model, sources, max_decode_length=10)
     result = score_ids(tiny_model, sources, ids)
     np.testing.assert_allclose(result.log_probs.numpy(), scores.numpy(), atol=1e-4)
+    # Sampling reports the model's own log-probabilities, before temperature and top-k filtering.
+    sampled, sampled_scores = sample_decode(tiny_model, sources, temperature=1.5, top_k=5, seed=3, max_decode_length=10)
+    assert not np.array_equal(sampled.numpy(), ids.numpy())  # other outputs than greedy's
+    result = score_ids(tiny_model, sources, sampled)
+    np.testing.assert_allclose(result.log_probs.numpy(), sampled_scores.numpy(), atol=1e-4)
 
 
 def test_score_ids_is_the_full_pass_log_probability_and_ignores_padding(tiny_model, helpers):
