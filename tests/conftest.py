@@ -48,3 +48,30 @@ def small_corpus(multi30k_dir, tmp_path_factory):
             path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
             files[f"{split}_{lang}"] = path
     return files
+
+
+# The files that take longest on 2 cores (a minute or more each, from the suite's --durations) are collected
+# first. pytest-xdist's loadfile hands out whole files in collection order as workers free up, so a long file
+# collected last leaves one worker running alone at the end; longest first balances the two workers.
+_LONGEST_FIRST = (
+    "tests/tools/test_multi_worker.py",
+    "tests/tools/test_train_tool.py",
+    "tests/training/test_synthetic.py",
+    "tests/tools/test_translate_tools.py",
+    "tests/benchmarks/test_trainer_steps.py",
+    "tests/training/test_trainer.py",
+    "tests/tools/test_demo.py",
+    "tests/decoding/test_copy_task.py",
+    "tests/training/test_precision.py",
+    "tests/training/test_resume_state.py",
+    "tests/export/test_module.py",
+    "tests/export/test_client.py",
+    "tests/tools/test_console_commands.py",
+    "tests/tools/test_vocabulary_signal.py",
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {path: index for index, path in enumerate(_LONGEST_FIRST)}
+    # A stable sort: each file's tests stay together and in their order.
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
