@@ -66,12 +66,15 @@ _STARTUP_NOISE = re.compile(
 def start_tensorflow(show_log: bool = False) -> None:
     """Imports TensorFlow without its C++ log on the console, unless `show_log` or TF_CPP_MIN_LOG_LEVEL is set.
 
-    TF_CPP_MIN_LOG_LEVEL=2 hides TensorFlow's INFO and WARNING lines for the whole run but keeps its ERROR
-    lines, which may be the only report of a real failure (level 3 would hide those too). Some lines come
-    before TensorFlow reads that variable, while its libraries load, and the failed cuInit of a machine without
-    a usable GPU is an ERROR line: while TensorFlow starts (the import, and the device list that initializes
-    CUDA), stderr goes to a file, and what is not `_STARTUP_NOISE` is written back. Run before anything imports
-    TensorFlow (the variable counts only then): a command's heavy imports are inside its main().
+    TF_CPP_MIN_LOG_LEVEL=3 hides TensorFlow's INFO, WARNING and ERROR lines for the whole run (FATAL ones, which
+    end the process, still show). Level 2 would keep the ERROR lines, but those that come while a command runs
+    are notices too: with oneDNN on an AVX2-only CPU every training prints "oneDNN supports DT_INT64 only on
+    platforms with AVX-512. Falling back ..." at ERROR level. A C++ error that stops the work comes back to
+    Python as an exception, which the command reports as its `error:` line (or a traceback), so hiding the lines
+    loses no failure; `--tf_log` shows them all. Some lines come before TensorFlow reads that variable, while
+    its libraries load: while TensorFlow starts (the import, and the device list that initializes CUDA), stderr
+    goes to a file, and what is not `_STARTUP_NOISE` is written back. Run before anything imports TensorFlow
+    (the variable counts only then): a command's heavy imports are inside its main().
     """
     if "tensorflow" in sys.modules:
         return
@@ -79,7 +82,7 @@ def start_tensorflow(show_log: bool = False) -> None:
         import tensorflow  # noqa: F401
 
         return
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as capture:
