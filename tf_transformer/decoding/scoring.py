@@ -11,7 +11,7 @@ over the whole output vocabulary: exactly the log-probabilities the decoders add
 padding (always) and EOS (before `min_decode_length`) without renormalising over the tokens left: its
 `best_allowed_tokens` subtracts the log-sum-exp of every logit, padding and EOS included. So greedy search's
 and sampling's scores of their own outputs equal `score_ids` of those outputs, and beam search's equal
-`score_ids` times the length penalty ((5 + num_tokens) / 6) ** alpha (with `length_penalty=0`, equal), up to
+`score_ids` divided by the length penalty ((5 + num_tokens) / 6) ** alpha (with `length_penalty=0`, equal), up to
 float rounding (the decoders run the cached decoder a step at a time, scoring runs the full pass once).
 """
 
