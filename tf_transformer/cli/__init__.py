@@ -52,6 +52,38 @@ def exit_on(*error_types: type[BaseException]):
         sys.exit(1)
 
 
+def check_weights_flags(checkpoint, average_last) -> None:
+    """A ValueError when both ways of choosing the weights (--checkpoint, --average_last) are given: the commands
+    say so, naming their flags, before anything is loaded."""
+    if checkpoint is not None and average_last is not None:
+        raise ValueError("--checkpoint and --average_last: give one of them.")
+
+
+@contextlib.contextmanager
+def progress_bar(total: int, unit: str, shown: bool):
+    """Inside, a `progress(done, total)` callback that moves a tqdm bar on stderr, or None when not `shown` (the
+    commands show it when their output goes to a file, not when it goes to the terminal's stdout)."""
+    if not shown:
+        yield None
+        return
+    import tqdm
+
+    with tqdm.tqdm(total=total, unit=unit, file=sys.stderr) as bar:
+        yield lambda done, total: bar.update(done - bar.n)
+
+
+def write_output(path, lines) -> None:
+    """`lines` (str, without newlines) to the file `path`, written atomically, or to stdout as UTF-8 when None."""
+    text = "".join(line + "\n" for line in lines)
+    if path is None:
+        sys.stdout.buffer.write(text.encode("utf-8"))
+        sys.stdout.flush()
+    else:
+        from tf_transformer.files import write_atomically
+
+        write_atomically(path, text)
+
+
 # TensorFlow's start-up lines that TF_CPP_MIN_LOG_LEVEL cannot hide, dropped while TensorFlow starts: INFO and
 # WARNING lines (absl's `I0000 00:00:...  file.cc:31] ...`, or tsl's `2026-... I file.cc:31] ...`; the CUDA stub's
 # "Could not find cuda drivers" is logged while the libraries load, before TensorFlow reads the variable),

@@ -9,6 +9,7 @@ import logging
 
 from absl import flags
 
+from tf_transformer.cli import check_weights_flags
 from tf_transformer.decoding_settings import DEFAULTS, EXTRA_DECODE_LENGTH, METHODS, describe, resolve_settings
 
 CHECKPOINT = flags.DEFINE_string("checkpoint", None, "A checkpoint path prefix, or best (default: the latest).")
@@ -36,8 +37,7 @@ _SETTING_FLAGS = {
 
 def check_checkpoint_flags() -> None:
     """A ValueError when both ways of choosing the weights are given."""
-    if CHECKPOINT.value is not None and AVERAGE_LAST.value is not None:
-        raise ValueError("--checkpoint and --average_last: give one of them.")
+    check_weights_flags(CHECKPOINT.value, AVERAGE_LAST.value)
 
 
 def settings(model_dir: str) -> dict:

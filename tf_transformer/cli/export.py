@@ -14,12 +14,11 @@ length penalty 0.6 and the latest checkpoint; one log line says which were used 
 The export is beam search whatever decoding.json's method. The work is `tf_transformer.export.export_saved_model`.
 """
 
-import logging
 import logging as pylogging
 
 from absl import flags
 
-from tf_transformer.cli import exit_on, run_binary
+from tf_transformer.cli import check_weights_flags, exit_on, run_binary
 from tf_transformer.decoding_settings import DEFAULTS, EXTRA_DECODE_LENGTH, describe, resolve_settings
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.", required=True)
@@ -49,12 +48,11 @@ def main(argv):
     from tf_transformer.export import export_saved_model  # not at the top: --help needs no TensorFlow
 
     with exit_on(FileNotFoundError, FileExistsError, ValueError):  # ConfigError and DataError are ValueErrors
-        if _CHECKPOINT.value is not None and _AVERAGE_LAST.value is not None:
-            raise ValueError("--checkpoint and --average_last: give one of them.")
+        check_weights_flags(_CHECKPOINT.value, _AVERAGE_LAST.value)
         given = {flag.name: flag.value for flag in (_BEAM_SIZE, _LENGTH_PENALTY, _AVERAGE_LAST) if flag.present}
         decoding, sources = resolve_settings(given, _MODEL_DIR.value, checkpoint_given=_CHECKPOINT.value is not None)
         del decoding["method"], sources["method"]  # an export is beam search
-        logging.getLogger("tf_transformer").info(describe(decoding, sources))
+        pylogging.getLogger("tf_transformer").info(describe(decoding, sources))
         path = export_saved_model(
             _MODEL_DIR.value, _EXPORT_DIR.value, version=_VERSION.value, checkpoint=_CHECKPOINT.value,
             average_last=decoding["average_last"], beam_size=decoding["beam_size"],

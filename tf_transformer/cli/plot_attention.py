@@ -16,7 +16,7 @@ import logging as pylogging
 
 from absl import flags
 
-from tf_transformer.cli import exit_on, run_binary
+from tf_transformer.cli import check_weights_flags, exit_on, run_binary
 from tf_transformer.decoding_settings import EXTRA_DECODE_LENGTH, METHODS
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.", required=True)
@@ -55,8 +55,7 @@ def main(argv):
     from tf_transformer.visualization import write_attention_plots
 
     with exit_on(ImportError, FileNotFoundError, ValueError):  # ImportError: matplotlib is missing
-        if _CHECKPOINT.value is not None and _AVERAGE_LAST.value is not None:
-            raise ValueError("--checkpoint and --average_last: give one of them.")
+        check_weights_flags(_CHECKPOINT.value, _AVERAGE_LAST.value)
         layers, heads = indexes(_LAYERS), indexes(_HEADS)
         model, tokenizer, _ = load_translation_model(
             _MODEL_DIR.value, _CHECKPOINT.value, average_last=_AVERAGE_LAST.value

@@ -21,15 +21,12 @@ Weights as in tft-translate: the latest checkpoint of --model_dir/checkpoints; -
 average_last if it sets one.
 """
 
-import logging
 import logging as pylogging
-import sys
 
 from absl import flags
 
-from tf_transformer.cli import exit_on, run_binary
+from tf_transformer.cli import check_weights_flags, exit_on, progress_bar, run_binary, write_output
 from tf_transformer.decoding_settings import resolve_settings
-from tf_transformer.files import write_atomically
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.", required=True)
 _SOURCES = flags.DEFINE_string("sources", None, "Source sentences, one a line, plain or gzip.", required=True)
@@ -57,8 +54,7 @@ def main(argv):
     from tf_transformer.decoding.scoring import format_scores, score_texts
 
     with exit_on(FileNotFoundError, ValueError):  # ConfigError and DataError are ValueErrors
-        if _CHECKPOINT.value is not None and _AVERAGE_LAST.value is not None:
-            raise ValueError("--checkpoint and --average_last: give one of them.")
+        check_weights_flags(_CHECKPOINT.value, _AVERAGE_LAST.value)
         sources = read_sentences(_SOURCES.value, "--sources")
         targets = read_sentences(_TARGETS.value, "--targets")
         if len(sources) != len(targets):
@@ -69,27 +65,17 @@ def main(argv):
         given = {"average_last": _AVERAGE_LAST.value} if _AVERAGE_LAST.present else {}
         settings, origins = resolve_settings(given, _MODEL_DIR.value, checkpoint_given=_CHECKPOINT.value is not None)
         average_last = settings["average_last"]
-        logging.getLogger("tf_transformer").info(
+        pylogging.getLogger("tf_transformer").info(
             "Scoring with average_last=%s (%s)",
             "none" if average_last is None else average_last,
             origins["average_last"],
         )
         model, tokenizer, _ = load_translation_model(_MODEL_DIR.value, _CHECKPOINT.value, average_last=average_last)
-        bar = None
-        if _OUTPUT.value is not None:
-            import tqdm
-
-            bar = tqdm.tqdm(total=len(sources), unit="pair", file=sys.stderr)
-        progress = (lambda done, total: bar.update(done - bar.n)) if bar is not None else None
-        results = score_texts(model, tokenizer, sources, targets, batch_tokens=_BATCH_TOKENS.value, progress=progress)
-        if bar is not None:
-            bar.close()
-    text = "".join(line + "\n" for line in format_scores(results))
-    if _OUTPUT.value is None:
-        sys.stdout.buffer.write(text.encode("utf-8"))
-        sys.stdout.flush()
-    else:
-        write_atomically(_OUTPUT.value, text)
+        with progress_bar(len(sources), "pair", shown=_OUTPUT.value is not None) as progress:
+            results = score_texts(
+                model, tokenizer, sources, targets, batch_tokens=_BATCH_TOKENS.value, progress=progress
+            )
+    write_output(_OUTPUT.value, format_scores(results))
 
 
 def run():

@@ -31,13 +31,11 @@ fixed in the export and refused here; --n_best may be at most the export's n_bes
 """
 
 import logging as pylogging
-import sys
 
 from absl import flags
 
 from tf_transformer.cli import _decoding_flags as decoding_flags
-from tf_transformer.cli import exit_on, run_binary
-from tf_transformer.files import write_atomically
+from tf_transformer.cli import exit_on, progress_bar, run_binary, write_output
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.")
 _SAVED_MODEL = flags.DEFINE_string(
@@ -76,34 +74,22 @@ def main(argv):
     with exit_on(FileNotFoundError, ValueError):  # ConfigError and DataError are ValueErrors
         check_model_flags()
         sentences = read_sentences(_INPUT.value, "--input")
-        bar = None
-        if _OUTPUT.value is not None:
-            import tqdm
+        with progress_bar(len(sentences), "sentence", shown=_OUTPUT.value is not None) as progress:
+            if _SAVED_MODEL.value is not None:
+                from tf_transformer.export import translate_with_saved_model
 
-            bar = tqdm.tqdm(total=len(sentences), unit="sentence", file=sys.stderr)
-        progress = (lambda done, total: bar.update(done - bar.n)) if bar is not None else None
-        if _SAVED_MODEL.value is not None:
-            from tf_transformer.export import translate_with_saved_model
-
-            results = translate_with_saved_model(
-                _SAVED_MODEL.value, sentences, n_best=_N_BEST.value, batch_tokens=decoding_flags.BATCH_TOKENS.value,
-                progress=progress,
-            )  # fmt: skip
-        else:
-            decoding = decoding_flags.settings(_MODEL_DIR.value)
-            model, tokenizer, _ = decoding_flags.load_model(_MODEL_DIR.value, decoding)
-            results = translate_texts(
-                model, tokenizer, sentences, n_best=_N_BEST.value, progress=progress,
-                **decoding_flags.decoding_arguments(decoding),
-            )  # fmt: skip
-        if bar is not None:
-            bar.close()
-    text = "".join(line + "\n" for line in format_results(results, scored=_N_BEST.value > 1))
-    if _OUTPUT.value is None:
-        sys.stdout.buffer.write(text.encode("utf-8"))
-        sys.stdout.flush()
-    else:
-        write_atomically(_OUTPUT.value, text)
+                results = translate_with_saved_model(
+                    _SAVED_MODEL.value, sentences, n_best=_N_BEST.value,
+                    batch_tokens=decoding_flags.BATCH_TOKENS.value, progress=progress,
+                )  # fmt: skip
+            else:
+                decoding = decoding_flags.settings(_MODEL_DIR.value)
+                model, tokenizer, _ = decoding_flags.load_model(_MODEL_DIR.value, decoding)
+                results = translate_texts(
+                    model, tokenizer, sentences, n_best=_N_BEST.value, progress=progress,
+                    **decoding_flags.decoding_arguments(decoding),
+                )  # fmt: skip
+    write_output(_OUTPUT.value, format_results(results, scored=_N_BEST.value > 1))
 
 
 def run():
