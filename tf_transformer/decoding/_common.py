@@ -36,15 +36,16 @@ class LengthPlan(NamedTuple):
     min_length: tf.Tensor
 
 
-def as_source_ids(source_ids):
-    """int32 `[batch, source_len]` source ids (numpy int64 arrays are common)."""
+def as_source_ids(source_ids, name: str = "source_ids", length: str = "source_len"):
+    """int32 `[batch, source_len]` source ids (numpy int64 arrays are common); with `name` and `length`, the same
+    for other ids (`target_ids`, `[batch, target_len]`), a ValueError naming them."""
     source_ids = tf.convert_to_tensor(source_ids)
     if source_ids.dtype != tf.int32:
         source_ids = tf.cast(source_ids, tf.int32)
     if source_ids.shape.rank is not None and source_ids.shape.rank != 2:
         raise ValueError(
-            f"source_ids: expected int ids of shape [batch, source_len], got shape {source_ids.shape}. "
-            "Fix: add a batch dimension, e.g. source_ids[None]."
+            f"{name}: expected int ids of shape [batch, {length}], got shape {source_ids.shape}. "
+            f"Fix: add a batch dimension, e.g. {name}[None]."
         )
     return source_ids
 

@@ -56,19 +56,6 @@ class PairScore(NamedTuple):
         return self.log_prob / self.num_tokens
 
 
-def _as_ids(ids, name):
-    """int32 `[batch, length]` ids, or a ValueError naming the argument."""
-    ids = tf.convert_to_tensor(ids)
-    if ids.dtype != tf.int32:
-        ids = tf.cast(ids, tf.int32)
-    if ids.shape.rank is not None and ids.shape.rank != 2:
-        raise ValueError(
-            f"{name}: expected int ids of shape [batch, length], got shape {ids.shape}. "
-            "Fix: add a batch dimension, e.g. ids[None]."
-        )
-    return ids
-
-
 def score_ids(model, source_ids, target_ids) -> ScoreResult:
     """The log-probabilities of `target_ids` given `source_ids` under `model`, in one teacher-forced pass.
 
@@ -88,7 +75,7 @@ def score_ids(model, source_ids, target_ids) -> ScoreResult:
     """
     config = model.config
     source_ids = _common.as_source_ids(source_ids)
-    target_ids = _as_ids(target_ids, "target_ids")
+    target_ids = _common.as_source_ids(target_ids, "target_ids", "target_len")
     bos = tf.fill([tf.shape(target_ids)[0], 1], tf.constant(config.bos_id, tf.int32))
     # The decoder input is BOS + the target shifted right; what follows a row's EOS is masked out below and,
     # by the causal mask, changes nothing before it.
