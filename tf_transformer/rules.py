@@ -31,8 +31,14 @@ def is_int(value) -> bool:
 # ------------------------------------------------------------------------------------------ decoding settings
 
 
-def check_length_arguments(max_decode_length, extra_decode_length, min_decode_length=0):
+def check_length_arguments(max_decode_length, extra_decode_length, min_decode_length=0, max_decode_length_ratio=1.0):
     """ValueErrors that name the argument and the fix, raised before anything is traced."""
+    ratio = max_decode_length_ratio
+    if isinstance(ratio, bool) or not isinstance(ratio, numbers.Real) or not 0 <= ratio < float("inf"):
+        raise ValueError(
+            f"max_decode_length_ratio: must be a number >= 0, got {ratio!r}. Fix: use e.g. 1.0 (the paper: source "
+            "length + extra_decode_length) or 1.5."
+        )
     if not is_int(min_decode_length) or min_decode_length < 0:
         raise ValueError(
             f"min_decode_length: must be an int >= 0, got {min_decode_length!r}. "
@@ -50,6 +56,15 @@ def check_length_arguments(max_decode_length, extra_decode_length, min_decode_le
                 f"got {max_decode_length!r}. "
                 "Fix: pass None to use the source length + extra_decode_length."
             )
+
+
+def check_no_repeat_ngram_size(no_repeat_ngram_size):
+    """A ValueError unless `no_repeat_ngram_size` is an int >= 0 (0: no n-gram ban)."""
+    if not is_int(no_repeat_ngram_size) or no_repeat_ngram_size < 0:
+        raise ValueError(
+            f"no_repeat_ngram_size: must be an int >= 0 (0: off), got {no_repeat_ngram_size!r}. Fix: use 0, or N "
+            "to forbid repeating any N-gram of output tokens (e.g. 4)."
+        )
 
 
 def check_beam_arguments(beam_size, length_penalty, n_best):

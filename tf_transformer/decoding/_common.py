@@ -8,7 +8,8 @@ same code runs eagerly, in a `tf.function` (also with an unknown batch and sourc
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import math
+from typing import NamedTuple, Optional
 
 import tensorflow as tf
 
@@ -50,9 +51,24 @@ def as_source_ids(source_ids, name: str = "source_ids", length: str = "source_le
     return source_ids
 
 
-def plan_lengths(config, source_ids, max_decode_length, extra_decode_length, min_decode_length=0) -> LengthPlan:
-    """The output length rule shared by all decoders (see the package docstring)."""
+def plan_lengths(
+    config,
+    source_ids,
+    max_decode_length,
+    extra_decode_length,
+    min_decode_length=0,
+    max_decode_length_ratio=1.0,
+    prefix=None,
+) -> LengthPlan:
+    """The output length rule shared by all decoders (see the package docstring).
+
+    Without `max_decode_length`, a sentence's cap is `floor(max_decode_length_ratio * source_length) +
+    extra_decode_length` (fairseq's max_len_a * src_len + max_len_b), source_length counting its non-padding
+    ids (EOS included). With a `prefix` (`TargetPrefix`), a cap is at least the sentence's prefix + EOS. Always
+    at most `config.max_length`.
+    """
     batch_size = tf.shape(source_ids)[0]
+    ratio = float(max_decode_length_ratio)
     if max_decode_length is not None:
         if tf.is_tensor(max_decode_length):
             buffer_length = tf.maximum(tf.minimum(tf.cast(max_decode_length, tf.int32), config.max_length), 1)
@@ -61,16 +77,117 @@ def plan_lengths(config, source_ids, max_decode_length, extra_decode_length, min
         caps = tf.fill([batch_size], tf.cast(buffer_length, tf.int32))
     else:
         lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, config.pad_id), tf.int32), axis=1)
-        caps = tf.maximum(tf.minimum(lengths + int(extra_decode_length), config.max_length), 1)
+        caps = _relative_cap(lengths, ratio, extra_decode_length)
         # The buffers are sized from the padded source length: it is static under XLA, where a shape may not
         # depend on the data, and equals the longest source whenever the batch was padded to its longest.
         padded_length = source_ids.shape[1]
         if padded_length is not None:
-            buffer_length = max(min(padded_length + int(extra_decode_length), config.max_length), 1)
+            longest = int(math.floor(ratio * padded_length)) + int(extra_decode_length)
+            buffer_length = max(min(longest, config.max_length), 1)
         else:
-            buffer_length = tf.maximum(tf.minimum(tf.shape(source_ids)[1] + extra_decode_length, config.max_length), 1)
+            buffer_length = tf.maximum(
+                tf.minimum(_relative_cap(tf.shape(source_ids)[1], ratio, extra_decode_length), config.max_length), 1
+            )
+    if prefix is not None:
+        # Room for the whole prefix and an EOS (within max_length): a cap never cuts a prefix.
+        caps = tf.maximum(caps, prefix.lengths + 1)
+        width = prefix.ids.shape[1]  # the prefix columns + the extra 0 column of TargetPrefix
+        if isinstance(buffer_length, int) and width is not None:
+            buffer_length = max(buffer_length, min(width, config.max_length))
+        else:
+            buffer_length = tf.maximum(buffer_length, tf.minimum(tf.shape(prefix.ids)[1], config.max_length))
+    # Never beyond the buffer (float rounding of the ratio may not make a cap exceed it) nor max_length.
+    caps = tf.maximum(tf.minimum(tf.minimum(caps, buffer_length), config.max_length), 1)
     num_steps = tf.reduce_max(tf.concat([caps, [0]], axis=0))  # 0 for an empty batch
     return LengthPlan(buffer_length, caps, num_steps, tf.minimum(caps, int(min_decode_length)))
+
+
+def _relative_cap(lengths, ratio, extra):
+    """floor(ratio * lengths) + extra, int32, computed in float64 (as Python computes the static buffer width)."""
+    if ratio == 1.0:
+        return lengths + int(extra)
+    scaled = tf.floor(tf.cast(lengths, tf.float64) * ratio)
+    return tf.cast(scaled, tf.int32) + int(extra)
+
+
+class TargetPrefix(NamedTuple):
+    """Forced first output tokens, one prefix per row (see `target_prefix`).
+
+    ids: int32 `[rows, prefix_len + 1]`, each row's prefix, 0-padded, with one more 0 column (so that a
+        step past every prefix still reads a column).
+    lengths: int32 `[rows]`, each row's prefix length (its non-padding ids).
+    """
+
+    ids: tf.Tensor
+    lengths: tf.Tensor
+
+
+def target_prefix(target_prefix_ids, source_ids) -> Optional[TargetPrefix]:
+    """`TargetPrefix` of int `[batch, prefix_len]` ids, 0-padded at the end (a row of zeros: no prefix), or
+    None for None. A ValueError names a rank or batch size that does not fit `source_ids`."""
+    if target_prefix_ids is None:
+        return None
+    ids = as_source_ids(target_prefix_ids, "target_prefix_ids", "prefix_len")
+    batch, rows = source_ids.shape[0], ids.shape[0]
+    if batch is not None and rows is not None and batch != rows:
+        raise ValueError(
+            f"target_prefix_ids: {rows} rows for {batch} source sentences. Fix: give one prefix row per source "
+            "sentence (a row of zeros for none)."
+        )
+    ids = tf.pad(ids, [[0, 0], [0, 1]])
+    return TargetPrefix(ids, tf.reduce_sum(tf.cast(tf.not_equal(ids, 0), tf.int32), axis=1))
+
+
+def tile_prefix(prefix: Optional[TargetPrefix], beam_size) -> Optional[TargetPrefix]:
+    """The prefix of each sentence repeated for its `beam_size` hypotheses (rows b * beam_size + j)."""
+    if prefix is None:
+        return None
+    return TargetPrefix(tf.repeat(prefix.ids, beam_size, axis=0), tf.repeat(prefix.lengths, beam_size, axis=0))
+
+
+def repeated_ngram_tokens(ids, step, ngram_size, vocab_size):
+    """Boolean `[rows, vocab_size]`: the tokens that would complete, at position `step`, an n-gram of
+    `ngram_size` tokens already present in `ids[:, :step]` (int32 `[rows, T]`, the tokens emitted so far).
+
+    fairseq's NGramRepeatBlock and Hugging Face's no_repeat_ngram_size: every earlier window
+    `ids[s : s + n - 1]` equal to the last n - 1 tokens bans the token that followed it, `ids[s + n - 1]`
+    (n = 1 bans every token emitted so far). Fixed shapes only (column rolls, a scatter), so it runs in
+    every mode; a start s whose window runs past `step` never matches, so the roll's wrap-around is harmless.
+    """
+    rows = tf.shape(ids)[0]
+    starts = tf.range(tf.shape(ids)[1])[tf.newaxis]  # [1, T]: window start positions s
+    match = tf.broadcast_to(starts <= step - ngram_size, tf.shape(ids))  # the window and its next token: before step
+    for offset in range(ngram_size - 1):
+        column = tf.maximum(step - (ngram_size - 1) + offset, 0)  # negative only when no start matches
+        last = tf.gather(ids, column, axis=1)  # [rows]: the offset-th of the last n - 1 tokens
+        match &= tf.equal(tf.roll(ids, -offset, axis=1), last[:, tf.newaxis])
+    following = tf.roll(ids, -(ngram_size - 1), axis=1)  # [rows, T]: the token after each window
+    row_index = tf.broadcast_to(tf.range(rows)[:, tf.newaxis], tf.shape(ids))
+    counts = tf.scatter_nd(
+        tf.stack([row_index, following], axis=-1), tf.cast(match, tf.int32), tf.stack([rows, vocab_size])
+    )
+    return counts > 0
+
+
+def constraint_mask(config, step, history, no_repeat_ngram_size=0, prefix: Optional[TargetPrefix] = None):
+    """Boolean `[rows, vocab]`, True where the user's constraints allow a token at `step`, or None without
+    constraints. `history` int32 `[rows, T]`: each row's emitted tokens (positions before `step` filled).
+
+    A row still inside its prefix may emit only the prefix's token there (it wins over the n-gram ban: the
+    user asked for it); otherwise a token that would repeat an n-gram of `no_repeat_ngram_size` tokens is
+    banned (0: no ban). Padding and EOS are `allowed_tokens`' business.
+    """
+    vocab_size = config.output_vocab_size
+    allowed = None
+    if no_repeat_ngram_size:
+        allowed = ~repeated_ngram_tokens(history, step, int(no_repeat_ngram_size), vocab_size)
+    if prefix is not None:
+        forced = step < prefix.lengths  # [rows]
+        token = tf.gather(prefix.ids, tf.minimum(step, tf.shape(prefix.ids)[1] - 1), axis=1)
+        is_token = tf.equal(tf.range(vocab_size)[tf.newaxis], token[:, tf.newaxis])
+        free = tf.ones_like(is_token) if allowed is None else allowed
+        allowed = tf.where(forced[:, tf.newaxis], is_token, free)
+    return allowed
 
 
 def allowed_tokens(config, step, plan):
@@ -148,22 +265,32 @@ def log_sum_exp(logits, row_max, jit_compile=False):
     return tf.cond(tf.reduce_all(tf.abs(row_max) <= 60.0), unshifted, shifted)
 
 
-def best_allowed_tokens(logits, k, config, step, caps, min_length, jit_compile=False):
+def best_allowed_tokens(logits, k, config, step, caps, min_length, jit_compile=False, allowed=None):
     """The k most probable tokens of each row of float32 logits `[rows, vocab]` that `allowed_tokens` allows
     at `step`, best first (ties: the lower id first): `(log_probs [rows, k], tokens [rows, k])`. Forbidden
-    tokens fill the rest with about NEG_INF. `caps` and `min_length` are int32 `[rows]`.
+    tokens fill the rest with about NEG_INF. `caps` and `min_length` are int32 `[rows]`. `allowed`: bool
+    `[rows, vocab]` or None, more tokens to forbid (`constraint_mask`).
 
     The same as a top_k of the masked log-softmax, without the log-softmax and the mask over the whole
     vocabulary (two passes over it per step). Only padding and EOS can be forbidden, except at a row's
     length cap where EOS is the only allowed token, so the k best allowed tokens are among the k + 2 best of
     the raw logits without padding and EOS, plus EOS itself; log-probabilities are those logits minus the
-    row's log-sum-exp. `jit_compile`: the caller compiles with XLA (see `log_sum_exp`).
+    row's log-sum-exp. With `allowed`, the search runs over the logits with NEG_INF where it is False, and
+    the log-sum-exp is still that of the model's own logits: constraints do not renormalise, so the scores
+    stay the model's log-probabilities. `jit_compile`: the caller compiles with XLA (see `log_sum_exp`).
     """
     vocab_size = logits.shape[-1]
-    values, tokens, row_max = top_k(logits, min(k + 2, vocab_size), return_max=True)
-    normalizer = log_sum_exp(logits, row_max, jit_compile)
+    if allowed is None:
+        values, tokens, row_max = top_k(logits, min(k + 2, vocab_size), return_max=True)
+        normalizer = log_sum_exp(logits, row_max, jit_compile)
+    else:
+        normalizer = log_sum_exp(logits, tf.reduce_max(logits, axis=-1, keepdims=True), jit_compile)
+        searched = tf.where(allowed, logits, NEG_INF)
+        values, tokens = top_k(searched, min(k + 2, vocab_size))
     at_cap = (step >= caps - 1)[:, tf.newaxis]
     eos_allowed = at_cap | (step >= min_length - 1)[:, tf.newaxis]
+    if allowed is not None:
+        eos_allowed &= allowed[:, config.eos_id, None] | at_cap  # the cap's EOS stays possible
     others = tf.not_equal(tokens, config.pad_id) & tf.not_equal(tokens, config.eos_id) & ~at_cap
     values = tf.concat(
         [
@@ -299,7 +426,16 @@ class HypothesisState(NamedTuple):
 
 
 def decode_one_hypothesis(
-    model, source_ids, select, max_decode_length, extra_decode_length, min_decode_length=0, jit_compile=False
+    model,
+    source_ids,
+    select,
+    max_decode_length,
+    extra_decode_length,
+    min_decode_length=0,
+    jit_compile=False,
+    no_repeat_ngram_size=0,
+    max_decode_length_ratio=1.0,
+    target_prefix_ids=None,
 ):
     """The loop shared by greedy search and sampling: one hypothesis per sentence, cached, early stop.
 
@@ -307,6 +443,8 @@ def decode_one_hypothesis(
         select: `(log_probs [batch, vocab] float32, allowed [batch, vocab] bool, step) -> int32 [batch]`, or
             None for greedy search (the most probable allowed token, ties to the lower id).
         jit_compile: the loop will be compiled by XLA: fixed-size caches (see `init_decoding_cache`).
+        no_repeat_ngram_size, target_prefix_ids: the constraints of `constraint_mask` (0, None: none).
+        max_decode_length_ratio: see `plan_lengths`.
 
     Returns:
         ids int32 `[batch, buffer_length]`, scores float32 `[batch]` (sum of the model's log-probabilities
@@ -314,7 +452,10 @@ def decode_one_hypothesis(
     """
     config = model.config
     source_ids = as_source_ids(source_ids)
-    plan = plan_lengths(config, source_ids, max_decode_length, extra_decode_length, min_decode_length)
+    prefix = target_prefix(target_prefix_ids, source_ids)
+    plan = plan_lengths(
+        config, source_ids, max_decode_length, extra_decode_length, min_decode_length, max_decode_length_ratio, prefix
+    )
     batch_size = tf.shape(source_ids)[0]
 
     memory, memory_mask = model.encode(source_ids, training=False)
@@ -332,14 +473,20 @@ def decode_one_hypothesis(
             **constants,
         )
         logits = tf.cast(logits[:, -1], tf.float32)  # [batch, vocab]
+        constraints = constraint_mask(config, state.step, state.ids, no_repeat_ngram_size, prefix)
         if select is None:  # greedy: the best allowed token, without a log-softmax over the vocabulary
             best_log_probs, best_tokens = best_allowed_tokens(
-                logits, 1, config, state.step, plan.caps, plan.min_length, jit_compile
+                logits, 1, config, state.step, plan.caps, plan.min_length, jit_compile, constraints
             )
             chosen, chosen_log_prob = best_tokens[:, 0], best_log_probs[:, 0]
         else:
             log_probs = tf.nn.log_softmax(logits, axis=-1)
-            chosen = select(log_probs, allowed_tokens(config, state.step, plan), state.step)
+            allowed = allowed_tokens(config, state.step, plan)
+            if constraints is not None:
+                # At the cap only EOS, whatever the constraints (every output ends with EOS).
+                at_cap = (state.step >= plan.caps - 1)[:, tf.newaxis]
+                allowed = tf.where(at_cap, allowed, allowed & constraints)
+            chosen = select(log_probs, allowed, state.step)
             chosen_log_prob = tf.gather(log_probs, chosen, batch_dims=1)
         chosen = tf.where(state.finished, config.pad_id, chosen)
         # A 1-tuple: tf.while_loop calls body(*loop_vars) and wants the same structure back.

@@ -22,6 +22,9 @@ def beam_search(
     n_best=1,
     min_decode_length=0,
     jit_compile=False,
+    no_repeat_ngram_size=0,
+    max_decode_length_ratio=1.0,
+    target_prefix_ids=None,
 ):
     """Beam search (the paper: beam 4, alpha 0.6), returning the `n_best` best hypotheses per sentence.
 
@@ -60,9 +63,10 @@ def beam_search(
         beam_size: hypotheses kept per sentence, >= 1.
         length_penalty: alpha >= 0; 0 ranks by the raw log-probability sum.
         max_decode_length: the most output tokens (EOS included) per sentence, an int or an int scalar
-            tensor; None means the sentence's source length (non-padding tokens) + `extra_decode_length`.
-            Always capped at `model.config.max_length`.
+            tensor; None means `floor(max_decode_length_ratio * source_length) + extra_decode_length`,
+            source_length counting the sentence's non-padding ids. Always capped at `model.config.max_length`.
         extra_decode_length: see `max_decode_length` (the paper: input length + 50).
+        max_decode_length_ratio: see `max_decode_length` (the paper: 1; fairseq's max_len_a).
         n_best: hypotheses returned per sentence, 1 <= n_best <= beam_size.
         min_decode_length: the fewest output tokens (EOS included) per sentence: EOS is not allowed
             earlier (as in OpenNMT and CTranslate2); never more than a sentence's maximum. 0: no minimum.
@@ -70,6 +74,12 @@ def beam_search(
             the self-attention caches are then fixed buffers, which XLA needs, instead of growing ones, which
             are faster elsewhere. TensorFlow cannot tell a trace that XLA will compile, so say it here;
             True also works outside XLA (the same outputs up to float rounding), only slower.
+        no_repeat_ngram_size: N > 0 forbids, in every hypothesis, a token that would complete an N-gram it
+            already holds (fairseq's NGramRepeatBlock; the history follows the reordered beams); 0: off.
+        target_prefix_ids: int `[batch, prefix_len]`, 0-padded at the end, or None: every hypothesis starts
+            with its sentence's tokens (forced, so the beam holds one live hypothesis until the prefix ends);
+            their log-probabilities count in the score and their number in the length penalty. A row of zeros
+            forces nothing; the length cap is raised to fit a prefix and EOS.
 
     Returns:
         `(ids, scores)`: ids int32 `[batch, n_best, T]`, best first, without BOS, ending with EOS, 0 after
@@ -97,19 +107,27 @@ def beam_search(
     Wu et al., "Google's Neural Machine Translation System", 2016, https://arxiv.org/abs/1609.08144
     """
     rules.check_beam_arguments(beam_size, length_penalty, n_best)
-    rules.check_length_arguments(max_decode_length, extra_decode_length, min_decode_length)
+    rules.check_length_arguments(max_decode_length, extra_decode_length, min_decode_length, max_decode_length_ratio)
+    rules.check_no_repeat_ngram_size(no_repeat_ngram_size)
     _common.check_jit_compile(jit_compile)
     beam_size, n_best, length_penalty = int(beam_size), int(n_best), float(length_penalty)
+    constraints = dict(no_repeat_ngram_size=int(no_repeat_ngram_size), target_prefix_ids=target_prefix_ids)
     if beam_size == 1:
         ids, log_probs = greedy_decode(
-            model, source_ids, max_decode_length, extra_decode_length, min_decode_length, jit_compile
-        )
+            model, source_ids, max_decode_length, extra_decode_length, min_decode_length, jit_compile,
+            max_decode_length_ratio=max_decode_length_ratio, **constraints,
+        )  # fmt: skip
         scores = log_probs / _common.length_penalty(_common.output_lengths(ids, model.config.pad_id), length_penalty)
         return ids[:, tf.newaxis], scores[:, tf.newaxis]
+    source_ids = _common.as_source_ids(source_ids)
+    prefix = _common.target_prefix(target_prefix_ids, source_ids)
     plan = _common.plan_lengths(
-        model.config, _common.as_source_ids(source_ids), max_decode_length, extra_decode_length, min_decode_length
+        model.config, source_ids, max_decode_length, extra_decode_length, min_decode_length, max_decode_length_ratio,
+        prefix,
+    )  # fmt: skip
+    return _beam_search_loop(
+        model, source_ids, beam_size, length_penalty, plan, n_best, jit_compile, int(no_repeat_ngram_size), prefix
     )
-    return _beam_search_loop(model, source_ids, beam_size, length_penalty, plan, n_best, jit_compile)
 
 
 class BeamState(NamedTuple):
@@ -143,7 +161,9 @@ def _tile_beams(tensor, beam_size):
     return tf.repeat(tensor, beam_size, axis=0)
 
 
-def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best, jit_compile=False):
+def _beam_search_loop(
+    model, source_ids, beam_size, alpha, plan, n_best, jit_compile=False, no_repeat_ngram_size=0, prefix=None
+):
     """The beam search proper, for any beam_size >= 1 (beam_search routes beam_size=1 to greedy)."""
     config = model.config
     vocab_size = config.output_vocab_size
@@ -163,6 +183,7 @@ def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best, jit_com
     row_offsets = (tf.range(batch_size) * beam_size)[:, tf.newaxis]
     ranks = tf.range(2 * beam_size)[tf.newaxis]
     row_caps, row_min_length = _tile_beams(caps, beam_size), _tile_beams(plan.min_length, beam_size)
+    row_prefix = _common.tile_prefix(prefix, beam_size)
 
     def body(state: BeamState) -> tuple[BeamState]:
         step = state.step
@@ -179,9 +200,14 @@ def _beam_search_loop(model, source_ids, beam_size, alpha, plan, n_best, jit_com
         # least beam_size remain to continue. Two stages, the same result: each of them is among its own
         # beam's 2 * beam_size best, and top_k over [batch * beam, vocab] rows is cheaper on CPU than over
         # [batch, beam * vocab] ones.
+        # The constraints see each hypothesis's own tokens: alive_ids follow the beams' reordering.
+        history = tf.reshape(state.alive_ids, [-1, tf.shape(state.alive_ids)[-1]])
+        constraints = _common.constraint_mask(config, step, history, no_repeat_ngram_size, row_prefix)
         beam_log_probs, beam_tokens = _common.best_allowed_tokens(
-            tf.cast(logits[:, -1], tf.float32), per_beam, config, step, row_caps, row_min_length, jit_compile
-        )  # [batch * beam, per_beam]
+            tf.cast(logits[:, -1], tf.float32), per_beam, config, step, row_caps, row_min_length, jit_compile,
+            constraints,
+        )  # fmt: skip
+        # [batch * beam, per_beam] each
         # -1 for the batch keeps its static size (a loop variable's shape may not change).
         beam_log_probs = tf.reshape(beam_log_probs, [-1, beam_size, per_beam])
         beam_tokens = tf.reshape(beam_tokens, [-1, beam_size, per_beam])

@@ -25,6 +25,9 @@ def sample_decode(
     extra_decode_length=rules.EXTRA_DECODE_LENGTH,
     min_decode_length=0,
     jit_compile=False,
+    no_repeat_ngram_size=0,
+    max_decode_length_ratio=1.0,
+    target_prefix_ids=None,
 ):
     """Samples one output per sentence, token by token, from the cached decoder.
 
@@ -55,6 +58,7 @@ def sample_decode(
             the self-attention caches are then fixed buffers, which XLA needs, instead of growing ones, which
             are faster elsewhere. TensorFlow cannot tell a trace that XLA will compile, so say it here;
             True also works outside XLA (the same outputs up to float rounding), only slower.
+        no_repeat_ngram_size, max_decode_length_ratio, target_prefix_ids: as in `greedy_decode`.
 
     Returns:
         `(ids, scores)`: ids int32 `[batch, T]` without BOS, ending with EOS, 0 after it (T as in
@@ -83,7 +87,8 @@ def sample_decode(
     of Neural Text Degeneration", 2019, https://arxiv.org/abs/1904.09751
     """
     _check_sampling_arguments(temperature, top_k, top_p)
-    rules.check_length_arguments(max_decode_length, extra_decode_length, min_decode_length)
+    rules.check_length_arguments(max_decode_length, extra_decode_length, min_decode_length, max_decode_length_ratio)
+    rules.check_no_repeat_ngram_size(no_repeat_ngram_size)
     _common.check_jit_compile(jit_compile)
     temperature, top_k, top_p = float(temperature), int(top_k), float(top_p)
     if temperature == 0 or top_k == 1:
@@ -111,8 +116,9 @@ def sample_decode(
             return tf.argmax(logits - tf.math.log(-tf.math.log(uniform)), axis=-1, output_type=tf.int32)
 
     return _common.decode_one_hypothesis(
-        model, source_ids, select, max_decode_length, extra_decode_length, min_decode_length, jit_compile
-    )
+        model, source_ids, select, max_decode_length, extra_decode_length, min_decode_length, jit_compile,
+        no_repeat_ngram_size, max_decode_length_ratio, target_prefix_ids,
+    )  # fmt: skip
 
 
 def _argmax(log_probs, allowed, step):

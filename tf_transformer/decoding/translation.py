@@ -36,6 +36,9 @@ def translate(
     min_decode_length=0,
     method="beam",
     jit_compile=False,
+    no_repeat_ngram_size=0,
+    max_decode_length_ratio=1.0,
+    target_prefix_ids=None,
     **sampling_kwargs,
 ):
     """Translates a batch of source ids with beam search (the paper's default), greedy search or sampling.
@@ -45,11 +48,17 @@ def translate(
         source_ids: int `[batch, source_len]`, 0 = padding.
         beam_size, length_penalty, n_best: beam search settings (the paper: 4 and 0.6). `beam_size=1`
             is greedy search (scores still length-penalised).
-        max_decode_length, extra_decode_length: the output length rule (see the package docstring).
+        max_decode_length, extra_decode_length, max_decode_length_ratio: the output length rule (see the package
+            docstring): at most `max_decode_length` tokens, else `floor(max_decode_length_ratio * source_length)
+            + extra_decode_length` (fairseq's max_len_a and max_len_b; the paper: 1 and 50).
         min_decode_length: the fewest output tokens (EOS included); EOS is not allowed earlier.
         method: "beam", "greedy" or "sample".
         jit_compile: True when the caller compiles this call with XLA (`tf.function(jit_compile=True)`):
             fixed-size caches, which XLA needs (see `greedy_decode`).
+        no_repeat_ngram_size: N > 0 forbids a token that would complete an N-gram already in the output
+            (fairseq's NGramRepeatBlock); 0: off.
+        target_prefix_ids: int `[batch, prefix_len]`, 0-padded at the end, or None: each output starts with its
+            row's tokens (forced; counted in the score; a row of zeros: no prefix). See `greedy_decode`.
         **sampling_kwargs: `temperature`, `top_k`, `top_p`, `seed` of `sample_decode` (method "sample" only).
 
     Returns:
@@ -86,6 +95,9 @@ def translate(
         extra_decode_length=extra_decode_length,
         min_decode_length=min_decode_length,
         jit_compile=jit_compile,
+        no_repeat_ngram_size=no_repeat_ngram_size,
+        max_decode_length_ratio=max_decode_length_ratio,
+        target_prefix_ids=target_prefix_ids,
     )
     if method == "beam":
         ids, scores = beam_search(
