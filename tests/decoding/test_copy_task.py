@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 import tf_transformer as tft
-from tf_transformer.data import synthetic_pairs, synthetic_translation_dataset
-from tf_transformer.decoding import beam_search, greedy_decode, score_ids, translate
+from tf_transformer.data import Tokenizer, synthetic_pairs, synthetic_translation_dataset
+from tf_transformer.decoding import beam_search, greedy_decode, score_ids, translate, translate_texts
+from tf_transformer.decoding.alignment import align_ids
 from tf_transformer.training import synthetic_task_config
 
 HELD_OUT = 50
@@ -76,3 +77,27 @@ def test_a_trained_models_beam_scores_are_score_ids_of_its_hypotheses(copy_model
     result = score_ids(copy_model, np.repeat(sources, 3, axis=0), ids.reshape(8 * 3, -1))
     np.testing.assert_allclose(result.log_probs.numpy(), scores.reshape(-1), atol=1e-4)
     np.testing.assert_array_equal(result.num_tokens.numpy(), lengths.reshape(-1))
+
+
+# The copy model's symbols as WordPiece tokens: id 3 is [UNK]; a word starts with one of "a".."i" (ids 4 .. 12)
+# and goes on with "##a".."##j" (ids 13 .. 22), so "bad" is three pieces, "b", "##a" and "##d".
+COPY_VOCAB = ["[PAD]", "[BOS]", "[EOS]", "[UNK]", *"abcdefghi", *(f"##{letter}" for letter in "abcdefghij")]
+
+
+def test_the_word_alignment_of_a_copy_is_the_identity(copy_model):
+    tokenizer = Tokenizer.from_wordpiece(COPY_VOCAB)
+    # 4 to 8 pieces each, as in training; words of one, two and three pieces, in several orders.
+    sentences = ["bad cab f", "a bb c dd", "ihgj f e", "ace bdf g", "hi ij a b c", "ab cd ef gh", "i h g f"]
+    # Greedy search only (beam search's copies are the same): the alignment is of the output, whichever decoder.
+    results = translate_texts(copy_model, tokenizer, sentences, method="greedy", with_alignments=True)
+    for sentence, [(text, _, links)] in zip(sentences, results, strict=True):
+        assert text == sentence
+        assert links == [(i, i) for i in range(len(sentence.split()))], sentence
+    # Every piece's attention points at its own source piece, not only the words'.
+    ids = tokenizer.tokenize(sentences).to_list()
+    sources = np.zeros((len(ids), 9), np.int32)
+    for row, pieces in enumerate(ids):
+        sources[row, : len(pieces) + 1] = pieces + [2]
+    weights = align_ids(copy_model, sources, sources).numpy()
+    for row, pieces in enumerate(ids):
+        np.testing.assert_array_equal(weights[row, : len(pieces), : len(pieces)].argmax(axis=-1), range(len(pieces)))

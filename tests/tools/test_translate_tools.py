@@ -105,10 +105,18 @@ def test_translate_reads_stdin_keeps_the_lines_and_matches_translate_texts(model
 def test_translate_greedy_and_n_best(model_dir, sources, tmp_path):
     source_file = write_lines(tmp_path / "sources.en", sources)
     greedy = run(
-        "translate.py", f"--model_dir={model_dir}", "--method=greedy", *DECODING, stdin=source_file.read_text()
-    )
+        "translate.py", f"--model_dir={model_dir}", "--method=greedy", "--with_alignments", *DECODING,
+        stdin=source_file.read_text(),
+    )  # fmt: skip
     assert greedy.returncode == 0, greedy.stderr[-3000:]
     assert len(greedy.stdout.splitlines()) == len(sources)
+    # `translation ||| i-j ...`: one link per word of the translation, in its order, to a word of the source.
+    for source, line in zip(sources, greedy.stdout.splitlines(), strict=True):
+        text, links = line.split(" ||| ")
+        links = [tuple(map(int, link.split("-"))) for link in links.split()]
+        assert [j for _, j in links] == list(range(len(text.split()))), line
+        assert all(0 <= i < len(source.split()) for i, _ in links), line
+        assert bool(links) == bool(source.strip())  # an empty or blank line: " ||| "
 
     output = tmp_path / "n_best.txt"
     n_best = run("translate.py", f"--model_dir={model_dir}", "--n_best=2", "--beam_size=3", *DECODING,
@@ -227,6 +235,14 @@ def test_a_quiet_error_is_still_one_clear_line(tmp_path):
     assert result.returncode == 1
     assert f"error: model_dir: {tmp_path / 'missing'} is not a folder" in result.stderr
     assert not TF_LOG_LINE.search(result.stdout + result.stderr), result.stderr[-3000:]
+
+
+def test_alignments_need_a_model_directory(tmp_path):
+    # Refused before the export is read: an export has no alignment signature.
+    result = run("translate.py", f"--saved_model={tmp_path}", "--with_alignments", stdin="A dog.\n")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith("error: --with_alignments: ")
+    assert "Fix: translate with --model_dir" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_export_takes_its_settings_from_decoding_json(tuned, tmp_path):

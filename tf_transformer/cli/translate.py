@@ -10,6 +10,11 @@ search) it writes N lines a sentence, best first, as `i ||| translation ||| scor
 line number and score the length-penalised log-probability. A progress bar goes to stderr when --output is
 a file.
 
+With --with_alignments each line also gets its word alignment, `translation ||| 0-0 1-1 2-3 ...` (with
+--n_best: `i ||| translation ||| score ||| 0-0 ...`): source word i to target word j, 0-based, words being the
+whitespace-separated tokens of the input line and of the translation, one link per target word, from the
+cross-attention of the penultimate decoder layer averaged over its heads (`tf_transformer.decoding.alignment`).
+
 Weights: the latest checkpoint of --model_dir/checkpoints; --checkpoint=PATH for another (a prefix such as
 .../checkpoints/ckpt-60, or the path tft-average-checkpoints printed); --checkpoint=best for the best
 checkpoint by validation BLEU (training with --bleu_every keeps it in MODEL_DIR/best); --average_last=N to
@@ -44,6 +49,13 @@ _SAVED_MODEL = flags.DEFINE_string(
 _INPUT = flags.DEFINE_string("input", None, "Source sentences, one a line, plain or gzip (default: stdin).")
 _OUTPUT = flags.DEFINE_string("output", None, "Where to write the translations (default: stdout).")
 _N_BEST = flags.DEFINE_integer("n_best", 1, "Hypotheses per sentence; > 1 writes `i ||| text ||| score` lines.")
+_WITH_ALIGNMENTS = flags.DEFINE_boolean(
+    "with_alignments", False,
+    "Append word alignments to each line: `translation ||| i-j i-j ...`, source word i (0-based, of the input "
+    "line split at whitespace) to target word j, from the cross-attention of the penultimate decoder layer. With "
+    "--n_best: `i ||| text ||| score ||| i-j ...`. Needs --model_dir (not with --saved_model: the export has no "
+    "alignment signature).",
+)  # fmt: skip
 
 
 # Fixed when a model is exported: not flags of a translation with --saved_model.
@@ -61,6 +73,11 @@ def check_model_flags():
                 f"{', '.join(given)}: fixed when the model was exported, so not a flag with --saved_model. Fix: leave "
                 "it out, or export again with the setting (tft-export)."
             )
+    if _SAVED_MODEL.value is not None and _WITH_ALIGNMENTS.value:
+        raise ValueError(
+            "--with_alignments: an export has no alignment signature, so not with --saved_model. Fix: translate "
+            "with --model_dir (the model directory the export was made from)."
+        )
     decoding_flags.check_checkpoint_flags()
 
 
@@ -87,7 +104,7 @@ def main(argv):
                 model, tokenizer, _ = decoding_flags.load_model(_MODEL_DIR.value, decoding)
                 results = translate_texts(
                     model, tokenizer, sentences, n_best=_N_BEST.value, progress=progress,
-                    **decoding_flags.decoding_arguments(decoding),
+                    with_alignments=_WITH_ALIGNMENTS.value, **decoding_flags.decoding_arguments(decoding),
                 )  # fmt: skip
     write_output(_OUTPUT.value, format_results(results, scored=_N_BEST.value > 1))
 

@@ -217,6 +217,18 @@ class Tokenizer(tf.Module):
         # BertTokenizer gives [batch, (words), (pieces)]; the model wants one sequence per string.
         return tf.cast(self._tokenizer.tokenize(strings).merge_dims(1, 2), tf.int32)
 
+    def tokenize_with_offsets(self, strings) -> Tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
+        """`(ids, starts, ends)`: the ids of `tokenize` for a 1-D batch of strings, with each piece's span in the
+        input as UTF-8 byte offsets (int64 `[batch, (tokens)]`, end exclusive). A SentencePiece piece that begins
+        with its word's space marker starts at that space; the byte pieces of one character share its span."""
+        strings = tf.convert_to_tensor(strings, dtype=tf.string)
+        if strings.shape.rank != 1:
+            raise ValueError(f"tokenize_with_offsets: expected a 1-D batch of strings, got shape {strings.shape}.")
+        ids, starts, ends = self._tokenizer.tokenize_with_offsets(strings)
+        if self.kind == "wordpiece":  # [batch, (words), (pieces)], as in _tokenize_batch
+            ids, starts, ends = (tensor.merge_dims(1, 2) for tensor in (ids, starts, ends))
+        return tf.cast(ids, tf.int32), tf.cast(starts, tf.int64), tf.cast(ends, tf.int64)
+
     def detokenize(self, ids) -> tf.Tensor:
         """Text of id sequences; ids 0 (padding) and 1 (BOS) are skipped, and an EOS (2) ends the text.
 

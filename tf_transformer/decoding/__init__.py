@@ -23,12 +23,16 @@ Output convention (all decoders):
 
 Scoring (`score_ids`, `score_texts`) is the reverse: the log-probability of a given target, teacher-forced,
 the same sum the decoders report for their own outputs (see `tf_transformer.decoding.scoring`).
+
+Word alignments (`align_ids`, `translate_texts(..., with_alignments=True)`): from the cross-attention of one
+teacher-forced pass over the output (see `tf_transformer.decoding.alignment`).
 """
 
 from tf_transformer._lazy import lazy_attributes
 
 # Imported on first use (PEP 562; see tf_transformer/_lazy.py): public name -> its module.
 _LAZY = {
+    "align_ids": "tf_transformer.decoding.alignment",
     "beam_search": "tf_transformer.decoding.beam_search",
     "DecodableModel": "tf_transformer.decoding.contract",
     "DecodeResult": "tf_transformer.decoding.translation",
@@ -49,6 +53,6 @@ __getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 __all__ = [
     "DecodableModel", "DecodeResult", "METHODS", "PairScore", "ScoreResult", "TextScorer", "TextTranslator",
-    "beam_search", "greedy_decode", "sample_decode", "score_ids", "score_texts", "translate", "translate_texts",
-    "trim_padding",
+    "align_ids", "beam_search", "greedy_decode", "sample_decode", "score_ids", "score_texts", "translate",
+    "translate_texts", "trim_padding",
 ]  # fmt: skip

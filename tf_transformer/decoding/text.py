@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_transformer import rules
+from tf_transformer.decoding import alignment
 from tf_transformer.decoding.translation import METHODS, translate
 
 logger = logging.getLogger("tf_transformer")
@@ -32,6 +33,8 @@ class TextTranslator:
     Attributes:
         decode: the `tf.function`: int32 source ids `[batch, source_len]` -> (ids `[batch, n_best, T]`,
             scores `[batch, n_best]`), the `tf_transformer.decoding.translate` convention.
+        align: with `with_alignments`, the `tf.function` of `alignment.align_ids` (source ids, target ids), else
+            None.
     """
 
     def __init__(
@@ -45,6 +48,8 @@ class TextTranslator:
         batch_tokens: int = 4096,
         max_decode_length: Optional[int] = None,
         extra_decode_length: int = rules.EXTRA_DECODE_LENGTH,
+        with_alignments: bool = False,
+        alignment_layer: Optional[int] = None,
     ):
         if method not in METHODS:
             raise ValueError(f"method: unknown decoding method {method!r}. Fix: use one of {', '.join(METHODS)}.")
@@ -76,6 +81,14 @@ class TextTranslator:
 
         self.decode = tf.function(decode, input_signature=[tf.TensorSpec([None, None], tf.int32)])
         self.decode.get_concrete_function()  # trace now: a bad setting (e.g. n_best > beam_size) fails here
+        self.align = None
+        if with_alignments:
+            alignment.alignment_layer(model.config.num_decoder_layers, alignment_layer)  # a bad layer fails here
+            spec = tf.TensorSpec([None, None], tf.int32)
+            self.align = tf.function(
+                lambda source_ids, target_ids: alignment.align_ids(model, source_ids, target_ids, alignment_layer),
+                input_signature=[spec, spec],
+            )
 
     def __call__(
         self, sentences: Sequence[str], progress: Optional[Callable[[int, int], None]] = None
@@ -83,6 +96,7 @@ class TextTranslator:
         """Translations of `sentences` in input order; see `translate_texts`."""
         sentences = check_sentences(sentences)
         sources = self._encode(sentences)
+        source_words = alignment.source_word_maps(self.tokenizer, sentences) if self.align is not None else None
 
         def translate_batch(batch):
             width = len(sources[batch[0]])  # the longest: sorted by length, longest first
@@ -93,13 +107,39 @@ class TextTranslator:
             texts = self.tokenizer.detokenize(tf.reshape(ids, [-1, tf.shape(ids)[-1]])).numpy()
             texts = texts.reshape(len(batch), self.n_best)
             scores = scores.numpy()
-            return [
+            results = [
                 [(texts[row, k].decode("utf-8", errors="replace"), float(scores[row, k])) for k in range(self.n_best)]
                 for row in range(len(batch))
             ]
+            if self.align is not None:
+                links = self._word_alignments(source_ids, ids.numpy(), [source_words[index] for index in batch])
+                results = [
+                    [hypothesis + (links[row * self.n_best + k],) for k, hypothesis in enumerate(hypotheses)]
+                    for row, hypotheses in enumerate(results)
+                ]
+            return results
 
         lengths = [len(source) for source in sources]
-        return translate_in_batches(lengths, self.n_best, self.batch_tokens, translate_batch, progress)
+        empty = ("", 0.0) if self.align is None else ("", 0.0, [])
+        return translate_in_batches(lengths, self.n_best, self.batch_tokens, translate_batch, progress, empty)
+
+    def _word_alignments(self, source_ids: np.ndarray, ids: np.ndarray, source_words: List[np.ndarray]):
+        """Word links of each hypothesis, `[batch * n_best]` lists (`alignment.word_alignment`), from one
+        teacher-forced pass over the decoded `ids` `[batch, n_best, T]`."""
+        eos = self.model.config.eos_id
+        targets = ids.reshape(-1, ids.shape[-1])
+        repeated = np.repeat(source_ids, self.n_best, axis=0)
+        weights = self.align(tf.constant(repeated), tf.constant(targets)).numpy()
+        # The decoders end every output with one EOS: the pieces are what precedes it.
+        pieces = [row[: np.flatnonzero(row == eos)[0]] if (row == eos).any() else row[row != 0] for row in targets]
+        target_words = alignment.target_word_maps(self.tokenizer, pieces)
+        links = []
+        for number, (row_weights, words) in enumerate(zip(weights, target_words, strict=True)):
+            # Source columns: the pieces the model saw (cut to max_length - 1), then the EOS, left out.
+            seen = int((repeated[number] != 0).sum()) - 1
+            by_piece = np.concatenate([source_words[number // self.n_best][:seen], [-1]])
+            links.append(alignment.word_alignment(row_weights, by_piece, words))
+        return links
 
     def _encode(self, sentences: List[str]) -> List[np.ndarray]:
         """Each sentence's source ids, as training builds them (`rules.truncate_source`)."""
@@ -141,12 +181,14 @@ def translate_in_batches(
     batch_tokens: int,
     translate_batch: Callable[[List[int]], List[List[Tuple[str, float]]]],
     progress: Optional[Callable[[int, int], None]] = None,
+    empty: Tuple = ("", 0.0),
 ) -> List[List[Tuple[str, float]]]:
     """The batching shared by `TextTranslator` and translating through a SavedModel.
 
     `lengths` are the source lengths the model sees, EOS included: a sentence of length 1 has no tokens and
-    gets `n_best` ("", 0.0) pairs without decoding. The others go to `translate_batch(indices)` in the batches
-    of `batch_by_tokens`, which returns their `n_best` (text, score) lists in the same order.
+    gets `n_best` `empty` hypotheses (default ("", 0.0) pairs) without decoding. The others go to
+    `translate_batch(indices)` in the batches of `batch_by_tokens`, which returns their `n_best` (text, score)
+    lists in the same order.
     `progress(done, total)` is called after the empty sentences and after each batch.
     """
     total = len(lengths)
@@ -154,7 +196,7 @@ def translate_in_batches(
     pending = []
     for index, length in enumerate(lengths):
         if length == 1:  # only the EOS
-            results[index] = [("", 0.0)] * n_best
+            results[index] = [empty] * n_best
         else:
             pending.append(index)
     done = total - len(pending)
@@ -199,10 +241,19 @@ def batch_by_tokens(pending: Sequence[int], lengths: Sequence[int], batch_tokens
 
 def format_results(results: List[List[Tuple[str, float]]], scored: bool) -> List[str]:
     """Output lines of translation results: the best translation of each sentence, or with `scored` every
-    hypothesis as `i ||| text ||| score` (i: the 0-based sentence number; the n-best format)."""
+    hypothesis as `i ||| text ||| score` (i: the 0-based sentence number; the n-best format). Hypotheses with
+    word alignments (`with_alignments`: (text, score, links)) get ` ||| i-j i-j ...` appended to each line."""
+
+    def aligned(line, hypothesis):
+        return line if len(hypothesis) == 2 else f"{line} ||| {alignment.format_alignment(hypothesis[2])}"
+
     if not scored:
-        return [hypotheses[0][0] for hypotheses in results]
-    return [f"{i} ||| {text} ||| {score:.6f}" for i, hypotheses in enumerate(results) for text, score in hypotheses]
+        return [aligned(hypotheses[0][0], hypotheses[0]) for hypotheses in results]
+    return [
+        aligned(f"{i} ||| {hypothesis[0]} ||| {hypothesis[1]:.6f}", hypothesis)
+        for i, hypotheses in enumerate(results)
+        for hypothesis in hypotheses
+    ]
 
 
 def translate_texts(
@@ -217,6 +268,8 @@ def translate_texts(
     max_decode_length: Optional[int] = None,
     extra_decode_length: int = rules.EXTRA_DECODE_LENGTH,
     progress: Optional[Callable[[int, int], None]] = None,
+    with_alignments: bool = False,
+    alignment_layer: Optional[int] = None,
 ) -> List[List[Tuple[str, float]]]:
     """Translates sentences with a trained `Transformer` and its `Tokenizer`.
 
@@ -237,10 +290,16 @@ def translate_texts(
             `tf_transformer.decoding.translate` (the paper: beam 4, alpha 0.6, source length + 50).
         batch_tokens: source tokens per batch (padding included).
         progress: called as `progress(done, total)` (sentences) after each batch.
+        with_alignments: also give each hypothesis its word alignment (`tf_transformer.decoding.alignment`:
+            one teacher-forced pass over the output, the cross-attention of `alignment_layer`, default the
+            penultimate decoder layer, averaged over its heads).
 
     Returns:
         One list per sentence, in input order, of `n_best` `(text, score)` pairs, best first; scores as
-        `translate` gives them (length-penalised log-probability for beam search).
+        `translate` gives them (length-penalised log-probability for beam search). With `with_alignments`,
+        `(text, score, links)` triples: links are `(i, j)` pairs, source word i (of `sentence.split()`) to
+        target word j (of `text.split()`), one for each target word, in target order (`[]` for an empty
+        sentence); `alignment.format_alignment` writes them as `i-j i-j ...`.
 
     Raises:
         ValueError: a bad setting (unknown method, n_best > 1 without beam search, n_best > beam_size, ...).
@@ -256,5 +315,7 @@ def translate_texts(
         batch_tokens=batch_tokens,
         max_decode_length=max_decode_length,
         extra_decode_length=extra_decode_length,
+        with_alignments=with_alignments,
+        alignment_layer=alignment_layer,
     )
     return translator(sentences, progress=progress)
