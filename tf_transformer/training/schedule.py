@@ -57,3 +57,88 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+
+@keras.saving.register_keras_serializable(package="tf_transformer")
+class BudgetSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """A schedule (the paper's `WarmupSchedule` by default) fitted to a step budget known only while training:
+    an optional linear re-warmup, then the schedule's own curve, then a linear decay to zero.
+
+        rate(step) = schedule(step) * rewarm(step) * decay(step)
+        rewarm(step) = min(1, (step + 1 - rewarm_start) / rewarm_steps)    (1 when rewarm_steps is 0)
+        decay(step) = clip((decay_end - step) / (decay_end - decay_start), 0, 1)   (1 when decay_end is 0)
+
+    This is "warmup-stable-decay" (Hägele et al., 2024, https://arxiv.org/abs/2405.18392) on the paper's
+    warmup curve, with the decay placed where the budget ends ("Budgeted training", Li et al., 2020,
+    https://arxiv.org/abs/1905.04753): a rate that reaches zero at the last step beats one cut off mid-curve.
+    The four settings are variables, not constructor constants, because the end is predicted from step times
+    measured during the run (`tf_transformer.training.budget.FitToBudget` assigns them; a traced training step
+    reads the new values). `step` is Keras' 0-based update count, so the update with `step = decay_end - 1`,
+    the last one, has a rate of `schedule(step) / (decay_end - decay_start)`: near zero.
+
+    Args:
+        schedule: the underlying `LearningRateSchedule` (e.g. `WarmupSchedule`).
+        rewarm_start, rewarm_steps, decay_start, decay_end: initial values of the variables (all 0: the
+            underlying schedule unchanged).
+
+    Call args:
+        step: a scalar int or float, as for `WarmupSchedule`.
+
+    Returns:
+        A float32 scalar tensor, the learning rate.
+
+    Example:
+
+    >>> schedule = BudgetSchedule(WarmupSchedule(d_model=128, warmup_steps=100), decay_start=800, decay_end=1000)
+    >>> abs(float(schedule(999)) - float(WarmupSchedule(128, 100)(999)) / 200) < 1e-10
+    True
+    """
+
+    def __init__(self, schedule, rewarm_start=0, rewarm_steps=0, decay_start=0, decay_end=0):
+        super().__init__()
+        self.schedule = schedule
+        # Created where the optimizer is built (inside a strategy's scope when there is one), float32 because
+        # the rate is computed in float32.
+        self.rewarm_start = keras.Variable(float(rewarm_start), trainable=False, name="rewarm_start")
+        self.rewarm_steps = keras.Variable(float(rewarm_steps), trainable=False, name="rewarm_steps")
+        self.decay_start = keras.Variable(float(decay_start), trainable=False, name="decay_start")
+        self.decay_end = keras.Variable(float(decay_end), trainable=False, name="decay_end")
+
+    def set_plan(self, rewarm_start=0, rewarm_steps=0, decay_start=0, decay_end=0):
+        """Assigns the four settings (see the class docstring); `decay_end` 0 means no decay."""
+        for variable, value in (
+            (self.rewarm_start, rewarm_start),
+            (self.rewarm_steps, rewarm_steps),
+            (self.decay_start, decay_start),
+            (self.decay_end, decay_end),
+        ):
+            variable.assign(float(value))
+
+    def __call__(self, step):
+        base = self.schedule(step)
+        step = ops.cast(step, "float32")
+        rewarm_steps = ops.convert_to_tensor(self.rewarm_steps)
+        rewarm = ops.where(
+            rewarm_steps > 0,
+            ops.clip((step + 1.0 - self.rewarm_start) / ops.maximum(rewarm_steps, 1.0), 0.0, 1.0),
+            1.0,
+        )
+        decay_end = ops.convert_to_tensor(self.decay_end)
+        span = ops.maximum(decay_end - self.decay_start, 1.0)
+        decay = ops.where(decay_end > 0, ops.clip((decay_end - step) / span, 0.0, 1.0), 1.0)
+        return base * rewarm * decay
+
+    def get_config(self):
+        return {
+            "schedule": keras.saving.serialize_keras_object(self.schedule),
+            "rewarm_start": float(self.rewarm_start.numpy()),
+            "rewarm_steps": float(self.rewarm_steps.numpy()),
+            "decay_start": float(self.decay_start.numpy()),
+            "decay_end": float(self.decay_end.numpy()),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["schedule"] = keras.saving.deserialize_keras_object(config["schedule"])
+        return cls(**config)

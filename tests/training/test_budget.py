@@ -1,0 +1,190 @@
+"""Training that knows its budget (tf_transformer.training.budget): the schedule against NumPy, the prediction on a
+fake clock, the restarts' plans, and a tiny time-limited run whose learning rate ends near zero."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_transformer as tft
+from tf_transformer.config import ConfigError
+from tf_transformer.data import DataConfig
+from tf_transformer.training import TrainConfig, train
+from tf_transformer.training.budget import BudgetPlan, FitToBudget, plan_for_start, read_plan
+from tf_transformer.training.schedule import BudgetSchedule, WarmupSchedule
+
+
+def paper_rate(step, d_model, warmup, scale=1.0):
+    step = max(step, 1)
+    return scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def budget_rate(step, d_model, warmup, rewarm_start, rewarm_steps, decay_start, decay_end):
+    rate = paper_rate(step, d_model, warmup)
+    if rewarm_steps:
+        rate *= min(max((step + 1 - rewarm_start) / rewarm_steps, 0.0), 1.0)
+    if decay_end:
+        rate *= min(max((decay_end - step) / (decay_end - decay_start), 0.0), 1.0)
+    return rate
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        dict(rewarm_start=0, rewarm_steps=0, decay_start=0, decay_end=0),  # off: the paper's schedule
+        dict(rewarm_start=0, rewarm_steps=0, decay_start=800, decay_end=1000),
+        dict(rewarm_start=1000, rewarm_steps=50, decay_start=1600, decay_end=2000),
+    ],
+)
+def test_the_budget_schedule_matches_a_numpy_reference(plan):
+    schedule = BudgetSchedule(WarmupSchedule(d_model=128, warmup_steps=100))
+    schedule.set_plan(**plan)
+    steps = [0, 1, 50, 99, 500, 799, 800, 900, 999, 1000, 1001, 1010, 1049, 1050, 1500, 1700, 1999, 2000, 2500]
+    expected = [budget_rate(step, 128, 100, **plan) for step in steps]
+    np.testing.assert_allclose([float(schedule(step)) for step in steps], expected, rtol=1e-6, atol=1e-12)
+    if plan["decay_end"]:  # the last step's rate is near zero, and it is zero from the end on
+        end = plan["decay_end"]
+        assert float(schedule(end - 1)) < 0.01 * float(WarmupSchedule(128, 100)(end - 1))
+        assert float(schedule(end)) == 0.0
+
+
+def test_the_schedule_follows_a_plan_set_after_tracing():
+    schedule = BudgetSchedule(WarmupSchedule(d_model=128, warmup_steps=100))
+    rate = tf.function(schedule)
+    before = float(rate(tf.constant(900)))
+    schedule.set_plan(decay_start=800, decay_end=1000)
+    assert float(rate(tf.constant(900))) == pytest.approx(before / 2, rel=1e-6)
+    restored = BudgetSchedule.from_config(schedule.get_config())
+    assert float(restored(900)) == pytest.approx(before / 2, rel=1e-6)
+
+
+class FakeModel:
+    stop_training = False
+
+
+def drive(callback, step, seconds_per_step, steps):
+    """Runs `steps` fake training steps of `seconds_per_step` each through the callback."""
+    for _ in range(steps):
+        step.assign_add(1)
+        callback.clock.now += seconds_per_step
+        callback.on_train_batch_end(0)
+        if callback.model.stop_training:
+            break
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def make_callback(plan, limit_seconds=100.0, train_steps=100_000, start=0, window_fraction=0.5):
+    schedule = BudgetSchedule(WarmupSchedule(d_model=128, warmup_steps=100))
+    step = tf.Variable(start, dtype=tf.int64)
+    saved = []
+    callback = FitToBudget(
+        schedule, plan, deadline=limit_seconds, time_limit_seconds=limit_seconds, step=step, train_steps=train_steps,
+        on_plan=lambda plan: saved.append(plan.to_dict()), calibration_steps=100, repredict_every=250,
+        window_fraction=window_fraction, clock=Clock(),
+    )  # fmt: skip
+    callback.set_model(FakeModel())
+    callback.on_train_begin()
+    return callback, schedule, step, saved
+
+
+def test_the_run_predicts_its_steps_from_measured_step_times_and_stops_at_the_planned_end():
+    callback, schedule, step, saved = make_callback(BudgetPlan(time_limit_minutes=100 / 60))
+    drive(callback, step, 0.1, 101)  # the first step starts the timing; 100 more are timed
+    plan = callback.plan
+    # 100 s - 2% reserve = 98 s; 10.1 s used: 87.9 s / 0.1 s = 879 steps left after step 101.
+    assert (plan.predicted_at_step, plan.end_step) == (101, 980)
+    assert plan.decay_start == 980 - 196 and not plan.frozen
+    assert float(schedule.decay_end.numpy()) == 980.0
+    # Slower steps from here: the next prediction (250 steps on) moves the end earlier.
+    drive(callback, step, 0.2, 250)
+    assert callback.plan.predicted_at_step == 351 and callback.plan.end_step < 980
+    drive(callback, step, 0.2, 10_000)
+    assert callback.plan.frozen and int(step.numpy()) == callback.plan.end_step
+    assert callback.model.stop_training
+    assert float(schedule(callback.plan.end_step)) == 0.0
+    # The clock: the end comes before the deadline, not after it.
+    assert callback.clock.now <= 100.0
+    assert saved[-1] == callback.plan.to_dict() and len(saved) >= 3  # begin, first prediction, the changes
+
+
+def test_slow_steps_are_predicted_after_a_share_of_the_limit_not_after_the_calibration_steps():
+    callback, _, step, _ = make_callback(BudgetPlan(time_limit_minutes=100 / 60), window_fraction=0.05)
+    drive(callback, step, 1.0, 6)  # 5 s = 5% of the limit after the first step
+    # 98 s - 6 s used = 92 steps of 1 s left after step 6.
+    assert (callback.plan.predicted_at_step, callback.plan.end_step) == (6, 98)
+
+
+def test_the_planned_end_never_passes_train_steps():
+    callback, _, step, _ = make_callback(BudgetPlan(time_limit_minutes=100 / 60), train_steps=500)
+    drive(callback, step, 0.01, 10_000)
+    assert (callback.plan.end_step, int(step.numpy())) == (500, 500)
+    assert callback.plan.decay_start == 400
+
+
+def test_restarts_continue_the_plan_or_start_a_new_segment_with_a_rewarmup():
+    first = plan_for_start(None, 0, 58.0, 0.2, rewarm_steps=500)
+    assert (first.segment_start, first.rewarm_steps, first.end_step) == (0, 0, None)
+    predicted = BudgetPlan(58.0, 0, 0, 0.2, 0.45, 1000, 7000, 5600, False)
+    # Interrupted before the planned end: the same plan, frozen (the uninterrupted run's schedule).
+    resumed = plan_for_start(predicted, 845, 58.0, 0.2, rewarm_steps=500)
+    assert resumed == BudgetPlan(58.0, 0, 0, 0.2, 0.45, 1000, 7000, 5600, True)
+    # The plan was carried out: "run it again to go on" re-warms and plans a new segment for the new limit.
+    again = plan_for_start(predicted, 7000, 30.0, 0.2, rewarm_steps=500)
+    assert (again.segment_start, again.rewarm_steps, again.end_step) == (7000, 500, None)
+    assert again.time_limit_minutes == 30.0
+    # Interrupted while calibrating: the same segment, predicted anew.
+    calibrating = BudgetPlan(58.0, segment_start=7000, rewarm_steps=500)
+    assert plan_for_start(calibrating, 7050, 58.0, 0.2, rewarm_steps=500) == calibrating
+    # A model_dir trained without a time limit (no plan): its first budgeted start keeps the rate's level.
+    assert plan_for_start(None, 3000, 58.0, 0.2, rewarm_steps=500).rewarm_steps == 0
+
+
+def test_a_bad_decay_fraction_is_refused_with_its_fix():
+    with pytest.raises(ConfigError, match="^budget_decay_fraction: must be between 0 and 1, got 1.5. Fix"):
+        TrainConfig(model_dir="runs/x", budget_decay_fraction=1.5)
+
+
+def learning_rates(model_dir):
+    rates = {}
+    for events in (model_dir / "logs" / "train").glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(events)):
+            for value in event.summary.value:
+                if value.tag == "learning_rate":
+                    rates[event.step] = float(tf.make_ndarray(value.tensor))
+    return [rates[step] for step in sorted(rates)]
+
+
+def test_a_time_limited_run_ends_its_learning_rate_near_zero_and_says_what_it_planned(tmp_path, small_corpus):
+    model = tft.TransformerConfig.from_preset("tiny").replace(
+        d_model=32, d_ff=64, num_encoder_layers=1, num_decoder_layers=1, dropout=0.0, warmup_steps=20
+    )
+    data = DataConfig(
+        dataset="files", train_source=str(small_corpus["train_en"]), train_target=str(small_corpus["train_de"]),
+        vocab_size=500, batch_tokens=512, max_length=32, seed=1,
+    )  # fmt: skip
+    limited = TrainConfig(
+        model_dir=str(tmp_path), train_steps=100_000, time_limit_minutes=0.4, checkpoint_every=200, log_every=5, seed=1
+    )
+    # One step without a limit first: the vocabulary and the first tracing, which the limit would count, are done.
+    train(model, data, limited.replace(train_steps=1, time_limit_minutes=None))
+    result = train(model, data, limited)
+    plan = read_plan(tmp_path / "train_config.json")
+    assert result.status == "time_limit" and plan.frozen and result.step == plan.end_step, plan
+    assert (plan.segment_start, plan.rewarm_steps) == (1, 0)  # a model_dir without a plan keeps its rate's level
+    assert plan.decay_start == plan.end_step - int(np.ceil(0.2 * (plan.end_step - 1)))
+    rates = learning_rates(tmp_path)
+    assert len(rates) >= 4 and rates[-1] <= 0.2 * max(rates), rates
+    # Run again: a new segment after the planned end, re-warmed, planned for its own limit.
+    again = train(model, data, limited.replace(time_limit_minutes=0.15))
+    second = read_plan(tmp_path / "train_config.json")
+    assert (second.segment_start, second.rewarm_steps) == (plan.end_step, 5)
+    assert again.start_step == plan.end_step and again.step > plan.end_step
+    assert json.loads((tmp_path / "train_config.json").read_text())["time_limit_minutes"] == 0.15

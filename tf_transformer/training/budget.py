@@ -1,0 +1,240 @@
+"""Training that knows its budget: a run bounded by `time_limit_minutes` predicts the steps the limit holds and
+ends its learning rate at zero there.
+
+How (`FitToBudget`, a Keras callback, and `BudgetSchedule` in schedule.py):
+
+1. Calibration: the first `calibration_steps` steps after the first one (which includes tracing) are timed
+   (fewer when they take more than 5% of the limit).
+2. Prediction: the steps left = (the time left - a reserve for the last validation and checkpoint) / the
+   seconds a step measured since the last prediction, including the validation and checkpoints in between. The
+   planned end is `min(train_steps, now + steps left)`; the decay starts `decay_fraction` of the run's steps
+   before it. The prediction is made again every `repredict_every` steps until the decay starts (the machine's
+   speed drifts), then frozen: a decay that moved while running would not reach zero smoothly.
+3. The run stops at the planned end (a `StopAtTimeLimit` still stops it if the clock runs out first).
+
+The plan is a `BudgetPlan`, written into `train_config.json` (key "budget") and logged at every change.
+
+Restarts, "run the same command again to go on":
+
+- A run stopped before its planned end (a signal, a crash) continues the same plan: the same decay start and
+  end, no new prediction, so it trains the steps and learning rates of the uninterrupted run (its own time
+  limit can still stop it first).
+- A run that reached its planned end and is started again (with steps left before `train_steps`) starts a new
+  segment: a linear re-warmup over `rewarm_steps` from about zero back to the schedule's curve, then a new
+  prediction for the new time limit and a new decay to zero (the continuation of warmup-stable-decay runs).
+- A run without a time limit (or with `budget_schedule` off) keeps the schedule as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import pathlib
+import time
+from typing import Callable, Optional
+
+import keras
+
+from tf_transformer.files import write_atomically
+
+logger = logging.getLogger(__name__)
+
+# The key of the plan in train_config.json.
+PLAN_KEY = "budget"
+
+
+@dataclasses.dataclass
+class BudgetPlan:
+    """What a time-limited run predicted and chose (see the module docstring).
+
+    Attributes:
+        time_limit_minutes: the limit of the run that made the plan.
+        segment_start: the step the plan's segment started at (0, or where an earlier plan ended).
+        rewarm_steps: steps of linear re-warmup from `segment_start` (0 for a first segment).
+        decay_fraction: the share of the segment's steps the learning rate decays over.
+        seconds_per_step: the measured wall-clock seconds a step (validation and checkpoints included); None
+            while calibrating.
+        predicted_at_step: the step of the latest prediction.
+        end_step: the planned last step; None while calibrating.
+        decay_start: the step the linear decay starts at; None while calibrating.
+        frozen: True once the decay has started, or when a restart continues the plan: no more predictions.
+    """
+
+    time_limit_minutes: float
+    segment_start: int = 0
+    rewarm_steps: int = 0
+    decay_fraction: float = 0.2
+    seconds_per_step: Optional[float] = None
+    predicted_at_step: Optional[int] = None
+    end_step: Optional[int] = None
+    decay_start: Optional[int] = None
+    frozen: bool = False
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values) -> Optional["BudgetPlan"]:
+        """The plan `to_dict` wrote, or None for anything else (an older or hand-edited file)."""
+        if not isinstance(values, dict):
+            return None
+        try:
+            return cls(**values)
+        except TypeError:
+            return None
+
+    def schedule_settings(self) -> dict:
+        """The keyword arguments of `BudgetSchedule.set_plan` for this plan."""
+        settings = dict(rewarm_start=self.segment_start, rewarm_steps=self.rewarm_steps)
+        if self.end_step is not None:
+            settings.update(decay_start=self.decay_start, decay_end=self.end_step)
+        return settings
+
+    def describe(self) -> str:
+        if self.end_step is None:
+            return f"calibrating from step {self.segment_start} (time limit {self.time_limit_minutes:g} min)"
+        return (
+            f"{self.seconds_per_step:.3f} s a step measured by step {self.predicted_at_step}: the time limit of "
+            f"{self.time_limit_minutes:g} min holds steps {self.segment_start}-{self.end_step}; the learning rate "
+            f"decays linearly to zero from step {self.decay_start} to {self.end_step}"
+            + (f", after a re-warmup of {self.rewarm_steps} steps" if self.rewarm_steps else "")
+        )
+
+
+def read_plan(train_config_path: pathlib.Path) -> Optional[BudgetPlan]:
+    """The plan saved in an earlier start's train_config.json, if any."""
+    try:
+        values = json.loads(pathlib.Path(train_config_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return BudgetPlan.from_dict(values.get(PLAN_KEY)) if isinstance(values, dict) else None
+
+
+def write_plan(train_config_path: pathlib.Path, plan: BudgetPlan) -> None:
+    """Adds (or replaces) the plan in train_config.json, atomically."""
+    path = pathlib.Path(train_config_path)
+    values = json.loads(path.read_text(encoding="utf-8"))
+    values[PLAN_KEY] = plan.to_dict()
+    write_atomically(path, json.dumps(values, indent=2) + "\n")
+
+
+def plan_for_start(
+    previous: Optional[BudgetPlan],
+    start_step: int,
+    time_limit_minutes: float,
+    decay_fraction: float,
+    rewarm_steps: int,
+) -> BudgetPlan:
+    """The plan of a run that starts (or restarts) at `start_step` (see the module docstring's restarts)."""
+    if previous is not None and previous.end_step is not None and start_step < previous.end_step:
+        return dataclasses.replace(previous, frozen=True)  # the same run, interrupted: the same schedule
+    if previous is not None and previous.end_step is None:
+        # Interrupted while calibrating: the same segment, predicted anew.
+        return dataclasses.replace(previous, time_limit_minutes=time_limit_minutes, decay_fraction=decay_fraction)
+    # A first segment has the schedule's own warmup; a later one starts where the last decayed to zero.
+    return BudgetPlan(
+        time_limit_minutes=time_limit_minutes,
+        segment_start=start_step,
+        rewarm_steps=rewarm_steps if start_step > 0 and previous is not None else 0,
+        decay_fraction=decay_fraction,
+    )
+
+
+class FitToBudget(keras.callbacks.Callback):
+    """Predicts the steps a time limit holds from the run's own step times, places the decay of a
+    `BudgetSchedule` there, and stops the run at the planned end (see the module docstring).
+
+    Args:
+        schedule: the optimizer's `BudgetSchedule`.
+        plan: the run's `BudgetPlan` (from `plan_for_start`).
+        deadline: the `clock()` reading when the time limit runs out.
+        time_limit_seconds: the whole limit, for the reserve.
+        step: the optimizer's iteration variable.
+        train_steps: the most steps in total.
+        on_plan: called with the plan whenever it changes (it saves and logs it).
+        calibration_steps: steps timed before the first prediction.
+        repredict_every: steps between predictions until the decay starts; each times the steps since the last
+            (the trainer uses `checkpoint_every`, so that each window holds one validation and one checkpoint).
+        reserve_fraction: share of the time limit kept for what follows the last step (the last validation
+            and checkpoint) and for noise in the step times.
+        window_fraction: a prediction is also due when its timing window has lasted this share of the limit
+            (with at least 5 steps timed), whatever the step counts above say.
+        clock: seconds, monotonic (tests pass a fake one).
+    """
+
+    def __init__(
+        self,
+        schedule,
+        plan: BudgetPlan,
+        deadline: float,
+        time_limit_seconds: float,
+        step,
+        train_steps: int,
+        on_plan: Callable[[BudgetPlan], None],
+        calibration_steps: int = 100,
+        repredict_every: int = 250,
+        reserve_fraction: float = 0.02,
+        window_fraction: float = 0.05,
+        clock=time.monotonic,
+    ):
+        super().__init__()
+        self.schedule = schedule
+        self.plan = plan
+        self.deadline = deadline
+        self.time_limit_seconds = time_limit_seconds
+        self.step = step
+        self.train_steps = train_steps
+        self.on_plan = on_plan
+        self.calibration_steps = calibration_steps
+        self.repredict_every = repredict_every
+        self.reserve_fraction = reserve_fraction
+        self.window_fraction = window_fraction
+        self.clock = clock
+        # (clock, step) where the timing window began: after the first step of this start (which includes tracing),
+        # then at each prediction, so that a prediction follows the machine's current speed.
+        self.window_start = None
+
+    def on_train_begin(self, logs=None):
+        self.schedule.set_plan(**self.plan.schedule_settings())
+        self.on_plan(self.plan)
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.step.numpy())
+        if self.plan.end_step is not None and step >= self.plan.end_step:
+            if not self.model.stop_training:
+                logger.info("Reached the planned end of the time budget at step %d: stopping after a checkpoint.", step)
+            self.model.stop_training = True
+            return
+        if self.plan.frozen:
+            return
+        now = self.clock()
+        if self.window_start is None:
+            self.window_start = (now, step)
+            return
+        timed = step - self.window_start[1]
+        steps_due = timed >= (self.calibration_steps if self.plan.predicted_at_step is None else self.repredict_every)
+        # Slow steps (a big model, a busy machine): also predict once a window has lasted a share of the limit.
+        time_due = timed >= 5 and now - self.window_start[0] >= self.window_fraction * self.time_limit_seconds
+        if not (steps_due or time_due):
+            return
+        self._predict(step, now, (now - self.window_start[0]) / timed)
+        self.window_start = (now, step)
+
+    def _predict(self, step: int, now: float, seconds_per_step: float) -> None:
+        plan = self.plan
+        seconds_left = self.deadline - now - self.reserve_fraction * self.time_limit_seconds
+        steps_left = max(int(seconds_left / seconds_per_step), 0) if seconds_per_step > 0 else 0
+        end_step = max(min(self.train_steps, step + steps_left), step + 1)
+        decay_steps = max(math.ceil(plan.decay_fraction * (end_step - plan.segment_start)), 1)
+        decay_start = max(end_step - decay_steps, step)
+        changed = (end_step, decay_start) != (plan.end_step, plan.decay_start)
+        plan.seconds_per_step = round(seconds_per_step, 6)
+        plan.predicted_at_step = step
+        plan.end_step, plan.decay_start = end_step, decay_start
+        # Frozen from the step before the decay's first: the next prediction would come too late to move it.
+        plan.frozen = decay_start <= step + self.repredict_every
+        self.schedule.set_plan(**plan.schedule_settings())
+        if changed or plan.frozen:
+            self.on_plan(plan)
