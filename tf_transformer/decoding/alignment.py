@@ -36,6 +36,7 @@ from tf_transformer.decoding import _common
 Link = Tuple[int, int]  # (source word i, target word j), 0-based
 
 _WORD = re.compile(r"\S+")  # str.split()'s words, with their positions
+_TOKENIZE_CHUNK = 1024  # strings a tokenizer call, as in text.py
 
 
 def alignment_layer(num_decoder_layers: int, layer: Optional[int] = None) -> int:
@@ -128,11 +129,12 @@ def source_word_maps(tokenizer, sentences: Sequence[str]) -> List[np.ndarray]:
     on whitespace (SentencePiece's word-start marker, or a lone marker before a word of its own), the next one.
     Returns int64 arrays, one per sentence, as long as its `tokenizer.tokenize` ids (no EOS).
     """
-    if not sentences:
-        return []
-    _, starts, _ = tokenizer.tokenize_with_offsets(list(sentences))
+    sentences = list(sentences)
+    starts = []
+    for first in range(0, len(sentences), _TOKENIZE_CHUNK):  # tf-text ops cost per call, and memory per string
+        starts += tokenizer.tokenize_with_offsets(sentences[first : first + _TOKENIZE_CHUNK])[1].to_list()
     maps = []
-    for sentence, piece_starts in zip(sentences, starts.to_list(), strict=True):
+    for sentence, piece_starts in zip(sentences, starts, strict=True):
         # The UTF-8 byte offset of each character offset, to compare word ends with the pieces' byte offsets.
         byte_offsets = np.cumsum([0] + [len(char.encode("utf-8", errors="surrogatepass")) for char in sentence])
         ends = [byte_offsets[match.end()] for match in _WORD.finditer(sentence)]
