@@ -130,26 +130,39 @@ def test_the_planned_end_never_passes_train_steps():
 
 
 def test_restarts_continue_the_plan_or_start_a_new_segment_with_a_rewarmup():
-    first = plan_for_start(None, 0, 58.0, 0.2, rewarm_steps=500)
+    first = plan_for_start(None, 0, 58.0, 0.2, rewarm_steps=500, train_steps=30_000)
     assert (first.segment_start, first.rewarm_steps, first.end_step) == (0, 0, None)
     predicted = BudgetPlan(58.0, 0, 0, 0.2, 0.45, 1000, 7000, 5600, False)
     # Interrupted before the planned end: the same plan, frozen (the uninterrupted run's schedule).
-    resumed = plan_for_start(predicted, 845, 58.0, 0.2, rewarm_steps=500)
+    resumed = plan_for_start(predicted, 845, 58.0, 0.2, rewarm_steps=500, train_steps=30_000)
     assert resumed == BudgetPlan(58.0, 0, 0, 0.2, 0.45, 1000, 7000, 5600, True)
     # The plan was carried out: "run it again to go on" re-warms and plans a new segment for the new limit.
-    again = plan_for_start(predicted, 7000, 30.0, 0.2, rewarm_steps=500)
+    again = plan_for_start(predicted, 7000, 30.0, 0.2, rewarm_steps=500, train_steps=30_000)
     assert (again.segment_start, again.rewarm_steps, again.end_step) == (7000, 500, None)
     assert again.time_limit_minutes == 30.0
     # Interrupted while calibrating: the same segment, predicted anew.
     calibrating = BudgetPlan(58.0, segment_start=7000, rewarm_steps=500)
-    assert plan_for_start(calibrating, 7050, 58.0, 0.2, rewarm_steps=500) == calibrating
+    assert plan_for_start(calibrating, 7050, 58.0, 0.2, rewarm_steps=500, train_steps=30_000) == calibrating
     # A model_dir trained without a time limit (no plan): its first budgeted start keeps the rate's level.
-    assert plan_for_start(None, 3000, 58.0, 0.2, rewarm_steps=500).rewarm_steps == 0
+    assert plan_for_start(None, 3000, 58.0, 0.2, rewarm_steps=500, train_steps=30_000).rewarm_steps == 0
+
+
+def test_without_a_time_limit_the_plan_ends_at_train_steps_and_a_larger_train_steps_moves_it():
+    plan = plan_for_start(None, 0, None, 0.2, rewarm_steps=500, train_steps=7000)
+    assert (plan.segment_start, plan.decay_start, plan.end_step, plan.frozen) == (0, 5600, 7000, True)
+    # Interrupted at 3000, resumed with 8000 steps: the same segment, its decay moved to the new end.
+    moved = plan_for_start(plan, 3000, None, 0.2, rewarm_steps=500, train_steps=8000)
+    assert (moved.segment_start, moved.rewarm_steps, moved.decay_start, moved.end_step) == (0, 0, 6400, 8000)
+    # Completed, then 2000 more: a new segment, re-warmed.
+    more = plan_for_start(plan, 7000, None, 0.2, rewarm_steps=500, train_steps=9000)
+    assert (more.segment_start, more.rewarm_steps, more.decay_start, more.end_step) == (7000, 500, 8600, 9000)
 
 
 def test_a_bad_decay_fraction_is_refused_with_its_fix():
     with pytest.raises(ConfigError, match="^budget_decay_fraction: must be between 0 and 1, got 1.5. Fix"):
         TrainConfig(model_dir="runs/x", budget_decay_fraction=1.5)
+    with pytest.raises(ConfigError, match="^budget_schedule: "):
+        TrainConfig(model_dir="runs/x", budget_schedule="yes")
 
 
 def learning_rates(model_dir):
@@ -171,7 +184,8 @@ def test_a_time_limited_run_ends_its_learning_rate_near_zero_and_says_what_it_pl
         vocab_size=500, batch_tokens=512, max_length=32, seed=1,
     )  # fmt: skip
     limited = TrainConfig(
-        model_dir=str(tmp_path), train_steps=100_000, time_limit_minutes=0.4, checkpoint_every=200, log_every=5, seed=1
+        model_dir=str(tmp_path), train_steps=100_000, time_limit_minutes=0.4, budget_schedule="auto",
+        checkpoint_every=200, log_every=5, seed=1,
     )
     # One step without a limit first: the vocabulary and the first tracing, which the limit would count, are done.
     train(model, data, limited.replace(train_steps=1, time_limit_minutes=None))

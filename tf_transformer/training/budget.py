@@ -22,7 +22,10 @@ Restarts, "run the same command again to go on":
 - A run that reached its planned end and is started again (with steps left before `train_steps`) starts a new
   segment: a linear re-warmup over `rewarm_steps` from about zero back to the schedule's curve, then a new
   prediction for the new time limit and a new decay to zero (the continuation of warmup-stable-decay runs).
-- A run without a time limit (or with `budget_schedule` off) keeps the schedule as it is.
+- A run without a time limit keeps the schedule as it is, unless `budget_schedule` is "on": then the plan ends
+  at `train_steps` (nothing is predicted), and a restart with a larger `train_steps` moves the end (and the
+  decay) of the segment in progress, or, after a completed one, starts a new segment with a re-warmup.
+- `budget_schedule` "off" keeps the schedule as it is (the time limit cuts it off).
 """
 
 from __future__ import annotations
@@ -50,7 +53,8 @@ class BudgetPlan:
     """What a time-limited run predicted and chose (see the module docstring).
 
     Attributes:
-        time_limit_minutes: the limit of the run that made the plan.
+        time_limit_minutes: the limit of the run that made the plan; None for a plan that ends at `train_steps`
+            (`budget_schedule="on"` without a time limit).
         segment_start: the step the plan's segment started at (0, or where an earlier plan ended).
         rewarm_steps: steps of linear re-warmup from `segment_start` (0 for a first segment).
         decay_fraction: the share of the segment's steps the learning rate decays over.
@@ -62,7 +66,7 @@ class BudgetPlan:
         frozen: True once the decay has started, or when a restart continues the plan: no more predictions.
     """
 
-    time_limit_minutes: float
+    time_limit_minutes: Optional[float]
     segment_start: int = 0
     rewarm_steps: int = 0
     decay_fraction: float = 0.2
@@ -95,11 +99,16 @@ class BudgetPlan:
     def describe(self) -> str:
         if self.end_step is None:
             return f"calibrating from step {self.segment_start} (time limit {self.time_limit_minutes:g} min)"
+        rewarm = f", after a re-warmup of {self.rewarm_steps} steps" if self.rewarm_steps else ""
+        if self.time_limit_minutes is None:
+            return (
+                f"steps {self.segment_start}-{self.end_step} (train_steps); the learning rate decays linearly to "
+                f"zero from step {self.decay_start} to {self.end_step}{rewarm}"
+            )
         return (
             f"{self.seconds_per_step:.3f} s a step measured by step {self.predicted_at_step}: the time limit of "
             f"{self.time_limit_minutes:g} min holds steps {self.segment_start}-{self.end_step}; the learning rate "
-            f"decays linearly to zero from step {self.decay_start} to {self.end_step}"
-            + (f", after a re-warmup of {self.rewarm_steps} steps" if self.rewarm_steps else "")
+            f"decays linearly to zero from step {self.decay_start} to {self.end_step}{rewarm}"
         )
 
 
@@ -123,16 +132,31 @@ def write_plan(train_config_path: pathlib.Path, plan: BudgetPlan) -> None:
 def plan_for_start(
     previous: Optional[BudgetPlan],
     start_step: int,
-    time_limit_minutes: float,
+    time_limit_minutes: Optional[float],
     decay_fraction: float,
     rewarm_steps: int,
+    train_steps: int,
 ) -> BudgetPlan:
-    """The plan of a run that starts (or restarts) at `start_step` (see the module docstring's restarts)."""
-    if previous is not None and previous.end_step is not None and start_step < previous.end_step:
+    """The plan of a run that starts (or restarts) at `start_step` (see the module docstring's restarts); without a
+    time limit, a plan that ends at `train_steps`."""
+    unfinished = previous is not None and previous.end_step is not None and start_step < previous.end_step
+    if time_limit_minutes is None:  # a known budget: nothing to predict
+        plan = previous if unfinished else _new_segment(previous, start_step, None, decay_fraction, rewarm_steps)
+        end_step = train_steps  # a restart may move it (--train_steps), the segment stays
+        decay_steps = max(math.ceil(plan.decay_fraction * (end_step - plan.segment_start)), 1)
+        return dataclasses.replace(
+            plan, time_limit_minutes=None, seconds_per_step=None, predicted_at_step=None, end_step=end_step,
+            decay_start=max(end_step - decay_steps, plan.segment_start), frozen=True,
+        )  # fmt: skip
+    if unfinished:
         return dataclasses.replace(previous, frozen=True)  # the same run, interrupted: the same schedule
     if previous is not None and previous.end_step is None:
         # Interrupted while calibrating: the same segment, predicted anew.
         return dataclasses.replace(previous, time_limit_minutes=time_limit_minutes, decay_fraction=decay_fraction)
+    return _new_segment(previous, start_step, time_limit_minutes, decay_fraction, rewarm_steps)
+
+
+def _new_segment(previous, start_step, time_limit_minutes, decay_fraction, rewarm_steps) -> BudgetPlan:
     # A first segment has the schedule's own warmup; a later one starts where the last decayed to zero.
     return BudgetPlan(
         time_limit_minutes=time_limit_minutes,
