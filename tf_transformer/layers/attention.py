@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from tf_transformer.layers import masking
+from tf_transformer.layers import _quantized, masking
 from tf_transformer.layers._cache import (
     GROWING_CACHE_KEYS,
     CrossAttentionCache,
@@ -70,6 +70,9 @@ class MultiHeadAttention(keras.layers.Layer):
     Reference: Vaswani et al., "Attention Is All You Need", 2017, https://arxiv.org/abs/1706.03762
     """
 
+    # Kernels that `quantize` makes int8, each with the axis its scales reduce (the input axis).
+    INT8_KERNELS = {"query_kernel": 0, "key_value_kernel": 0, "output_kernel": 0}
+
     def __init__(
         self,
         num_heads,
@@ -115,6 +118,15 @@ class MultiHeadAttention(keras.layers.Layer):
             self.key_value_bias = self.add_weight(name="key_value_bias", shape=(keys + values,), initializer="zeros")
             self.output_bias = self.add_weight(name="output_bias", shape=(self.d_model,), initializer="zeros")
 
+    def quantize(self, mode=None, type_check=True, config=None):
+        """Weight-only int8 (`mode="int8"`): the three kernels become int8 with one float32 scale per output
+        channel (`<kernel>_scale`); biases and activations stay float. In place, for inference."""
+        del type_check, config  # Keras' arguments (its wrapper of `quantize` makes a config); the scheme is fixed
+        if _quantized.check_mode(mode) == _quantized.INT8:
+            for name, axis in self.INT8_KERNELS.items():
+                _quantized.quantize_variable(self, name, axis)
+            self._is_quantized = True  # Keras' wrapper of `quantize` then refuses a second call
+
     def _split_heads(self, x, head_dim):
         # [batch, length, num_heads * head_dim] -> [batch, num_heads, length, head_dim]: heads lead, so
         # every attention product is a plain batched matmul (an einsum over [b, l, h, d] transposes its
@@ -129,7 +141,7 @@ class MultiHeadAttention(keras.layers.Layer):
         # Also called outside `call` (to fill a decoding cache), where Keras does not autocast.
         dtype = self.compute_dtype
         bias = tf.cast(self.key_value_bias, dtype) if self.use_bias else None
-        key_value = dense(tf.cast(value, dtype), tf.cast(self.key_value_kernel, dtype), bias)
+        key_value = dense(tf.cast(value, dtype), _quantized.read(self, "key_value_kernel", dtype), bias)
         key, value = tf.split(key_value, [self.num_heads * self.key_dim, self.num_heads * self.value_dim], axis=-1)
         key, value = self._split_heads(key, self.key_dim), self._split_heads(value, self.value_dim)
         return CrossAttentionCache(key=key, value=value)
@@ -174,7 +186,9 @@ class MultiHeadAttention(keras.layers.Layer):
         _check_cache(cache, incremental, precomputed, value, decode_index)
         is_self_attention = value is None and not precomputed
 
-        query_heads = dense(query, self.query_kernel, self.query_bias if self.use_bias else None)
+        query_heads = dense(
+            query, _quantized.read(self, "query_kernel", query.dtype), self.query_bias if self.use_bias else None
+        )
         if precomputed:
             # Beam search: k consecutive query rows (one sentence's hypotheses) share one cache row. Their
             # queries become k * query_len positions of that row, so the cache is read once, not k times.
@@ -219,7 +233,9 @@ class MultiHeadAttention(keras.layers.Layer):
             tf.shape(query)[axis] if query.shape[axis] is None else query.shape[axis] for axis in (0, 1)
         )
         context = tf.reshape(context, [query_rows, query_length, self.num_heads * self.value_dim])
-        output = dense(context, self.output_kernel, self.output_bias if self.use_bias else None)
+        output = dense(
+            context, _quantized.read(self, "output_kernel", context.dtype), self.output_bias if self.use_bias else None
+        )
         if precomputed and return_attention_scores:
             # [cache rows, h, k * query_len, keys] -> [query rows, h, query_len, keys]
             keys = tf.shape(weights)[-1]

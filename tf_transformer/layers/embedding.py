@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from tf_transformer.layers import _quantized
 from tf_transformer.layers._ops import dense
 
 
@@ -41,6 +42,10 @@ class TokenEmbedding(keras.layers.Layer):
     Reference: Vaswani et al., 2017, section 3.4; Press & Wolf, 2017.
     """
 
+    # `quantize` makes the matrix int8 with one scale per token (axis 1 reduced): a row's scale serves the
+    # lookup, and the same scale is the output channel's in the tied projection.
+    INT8_KERNELS = {"embeddings": 1}
+
     def __init__(self, vocab_size, d_model, scale=True, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
@@ -56,7 +61,15 @@ class TokenEmbedding(keras.layers.Layer):
         )
 
     def call(self, token_ids):
-        vectors = tf.cast(tf.gather(self.embeddings, tf.cast(token_ids, tf.int32)), self.compute_dtype)
+        token_ids = tf.cast(token_ids, tf.int32)
+        if _quantized.is_quantized(self, "embeddings"):
+            # Only the looked-up rows are dequantized.
+            rows = _quantized.dequantize(
+                tf.gather(self.embeddings, token_ids), tf.gather(self.embeddings_scale, token_ids), -1
+            )
+            vectors = tf.cast(rows, self.compute_dtype)
+        else:
+            vectors = tf.cast(tf.gather(self.embeddings, token_ids), self.compute_dtype)
         if self.scale:
             vectors = vectors * tf.cast(self.d_model**0.5, vectors.dtype)
         return vectors
@@ -65,8 +78,20 @@ class TokenEmbedding(keras.layers.Layer):
         """Logits `[..., vocab_size]` = inputs @ E^T (the tied pre-softmax linear transformation)."""
         if not self.built:
             self.build()
-        kernel = tf.cast(self.embeddings, inputs.dtype)
-        return dense(inputs, kernel, transpose_kernel=True)
+        return dense(inputs, self.matrix(inputs.dtype), transpose_kernel=True)
+
+    def matrix(self, dtype=None):
+        """The `[vocab_size, d_model]` embedding matrix in `dtype` (default: the compute dtype), dequantized
+        if int8."""
+        return _quantized.read(self, "embeddings", dtype or self.compute_dtype, axis=1)
+
+    def quantize(self, mode=None, type_check=True, config=None):
+        """Weight-only int8 (`mode="int8"`): the matrix becomes int8 with a float32 scale per token
+        (`embeddings_scale`). In place, for inference."""
+        del type_check, config  # Keras' arguments (its wrapper of `quantize` makes a config); the scheme is fixed
+        if _quantized.check_mode(mode) == _quantized.INT8:
+            _quantized.quantize_variable(self, "embeddings", 1)
+            self._is_quantized = True  # Keras' wrapper of `quantize` then refuses a second call
 
     def compute_output_shape(self, token_ids_shape):
         return tuple(token_ids_shape) + (self.d_model,)

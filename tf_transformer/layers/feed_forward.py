@@ -5,8 +5,9 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from tf_transformer.layers import _quantized
 from tf_transformer.layers._building import build_sublayer
-from tf_transformer.layers._ops import unflatten_rows
+from tf_transformer.layers._ops import dense, unflatten_rows
 
 
 @keras.saving.register_keras_serializable(package="tf_transformer")
@@ -58,8 +59,24 @@ class FeedForward(keras.layers.Layer):
         # MatMul that TensorFlow fuses with its BiasAdd (and ReLU), where Dense's tensordot on a rank-3 input
         # leaves them as separate passes; the reshapes are free.
         rows = tf.reshape(inputs, [-1, inputs.shape[-1]])
+        if _quantized.is_int8_dense(self.inner):
+            # Our int8 (`quantize`): the kernels read dequantized, so that a decoding loop can pass them in
+            # once per call instead of Keras' int8 Dense casting them at every step.
+            inner = dense(rows, _quantized.read_dense(self.inner, rows.dtype), tf.cast(self.inner.bias, rows.dtype))
+            hidden = self.dropout_layer(self.inner.activation(inner), training=training)
+            outer = dense(hidden, _quantized.read_dense(self.outer, rows.dtype), tf.cast(self.outer.bias, rows.dtype))
+            return unflatten_rows(outer, inputs)
         hidden = self.dropout_layer(self.inner(rows), training=training)
         return unflatten_rows(self.outer(hidden), inputs)
+
+    def quantize(self, mode=None, type_check=True, config=None):
+        """Weight-only int8 (`mode="int8"`): both `Dense` kernels become int8 with a float32 scale per output
+        channel (Keras' `Dense.quantize` without an activation quantizer). In place, for inference."""
+        del type_check, config  # Keras' arguments (its wrapper of `quantize` makes a config); the scheme is fixed
+        if _quantized.check_mode(mode) == _quantized.INT8:
+            _quantized.quantize_dense(self.inner)
+            _quantized.quantize_dense(self.outer)
+            self._is_quantized = True  # Keras' wrapper of `quantize` then refuses a second call
 
     def compute_output_shape(self, inputs_shape):
         return tuple(inputs_shape[:-1]) + (self.d_model,)

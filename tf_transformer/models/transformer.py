@@ -6,7 +6,7 @@ import keras
 import tensorflow as tf
 
 from tf_transformer.config import ConfigError, TransformerConfig
-from tf_transformer.layers import Decoder, Encoder, TokenEmbedding, masking
+from tf_transformer.layers import Decoder, Encoder, TokenEmbedding, _quantized, masking
 from tf_transformer.layers._building import build_sublayer
 from tf_transformer.layers._ops import dense
 from tf_transformer.layers._options import SublayerOptions
@@ -68,6 +68,7 @@ class Transformer(keras.Model):
                 "num_decoder_layers >= 1 (or use SequenceClassifier for an encoder only)."
             )
         self.config = config
+        self._quantized_weights = "none"
         self.source_embedding = TokenEmbedding(
             config.vocab_size,
             config.d_model,
@@ -144,13 +145,23 @@ class Transformer(keras.Model):
         decode_index=None,
         return_attention_scores=False,
         output_kernel=None,
+        dequantized_kernels=None,
     ):
         """float32 logits `[batch, target_len, vocab]` for `target_ids` given the encoder output.
 
         With `cache` and `decode_index`, `target_ids` are the tokens at positions `decode_index ...` and the
         updated cache is returned after the logits; earlier positions come from the cache. `output_kernel`
-        is the pre-softmax projection from `decoding_constants()` (None: computed from the weights).
+        is the pre-softmax projection from `decoding_constants()` (None: computed from the weights), and
+        `dequantized_kernels` (an int8 model's) the decoder's kernels dequantized once, from there too.
         """
+        with _quantized.substitute(dequantized_kernels):
+            return self._decode(
+                target_ids, memory, memory_mask, training, cache, decode_index, return_attention_scores, output_kernel
+            )
+
+    def _decode(
+        self, target_ids, memory, memory_mask, training, cache, decode_index, return_attention_scores, output_kernel
+    ):
         incremental = cache is not None and decode_index is not None
         if incremental:
             self_mask = None  # the cache masks future positions itself
@@ -214,6 +225,8 @@ class Transformer(keras.Model):
         given, is that transformation as a `[d_model, vocab]` matrix (`decoding_constants()`)."""
         if output_kernel is not None:
             logits = dense(decoder_output, tf.cast(output_kernel, decoder_output.dtype))
+        elif self.output_projection is not None and _quantized.is_int8_dense(self.output_projection):
+            logits = dense(decoder_output, _quantized.read_dense(self.output_projection, decoder_output.dtype))
         elif self.output_projection is None:
             logits = self._target_embedding.project(decoder_output)
         else:
@@ -227,14 +240,60 @@ class Transformer(keras.Model):
         matrix in the compute dtype. With shared embeddings that is the embedding matrix transposed once per
         decoding call: at a decoding step's few hundred rows, a CPU multiplies by it faster than by the
         embedding matrix with `transpose_b`, and one copy per call is cheap (benchmarks/NOTES.md, entry 6).
+        An int8 model (`quantize`) also gets `"dequantized_kernels"`: its decoder's kernels dequantized once
+        per call rather than at every step (NOTES entry 24).
         """
         if not self.built:
             self.build()
+        constants = {}
         if self.output_projection is None:
-            kernel = tf.transpose(self._target_embedding.embeddings)
+            kernel = tf.transpose(self._target_embedding.matrix(tf.float32))
+        elif _quantized.is_int8_dense(self.output_projection):
+            kernel = _quantized.read_dense(self.output_projection, tf.float32)
         else:
             kernel = self.output_projection.kernel
-        return {"output_kernel": tf.cast(kernel, self.compute_dtype)}
+        constants["output_kernel"] = tf.cast(kernel, self.compute_dtype)
+        if self.quantized_weights == _quantized.INT8:
+            constants["dequantized_kernels"] = _quantized.dequantized_kernels(self.decoder)
+        return constants
+
+    @property
+    def quantized_weights(self):
+        """The weights' quantization: "int8" after `quantize("int8")`, else "none"."""
+        return self._quantized_weights
+
+    def quantize(self, mode=None, config=None, filters=None, **kwargs):
+        """Weight-only int8 in place, for inference (`mode="int8"`; see `tf_transformer.quantization`).
+
+        Every matrix becomes int8 with one float32 scale per output channel (per token for the embeddings),
+        Keras' abs-max scheme: attention and feed-forward kernels, embeddings, the untied output projection.
+        Biases, layer norms and learned positions stay float32, and so do the activations: the kernels are
+        dequantized where they are read, and the decoders dequantize the decoder's once per call. Keras'
+        `Model.quantize` would reach only the feed-forward `Dense` layers (the attention and embedding
+        layers hold their own kernels), with int8 activations that TensorFlow multiplies slower on a CPU.
+        """
+        del config  # what Keras' wrapper of `quantize` makes of `mode`; the scheme here is fixed
+        if filters is not None or kwargs:
+            raise ValueError(
+                "quantize: this model's int8 scheme is fixed (weight-only, per channel, every matrix). Fix: call "
+                "quantize('int8') without filters or other arguments."
+            )
+        _quantized.check_mode(mode)
+        if mode == "none":
+            return
+        if not self.built:
+            self.build()
+        with _quantized.one_garbage_collection():
+            for layer in self._flatten_layers(include_self=False):
+                if isinstance(layer, keras.layers.Dense):
+                    continue  # their FeedForward (or below) quantizes them
+                if type(layer).quantize is not keras.layers.Layer.quantize:
+                    layer.quantize(mode)
+            if self.output_projection is not None:
+                _quantized.quantize_dense(self.output_projection)
+        self._quantized_weights = mode
+        self._is_quantized = True  # Keras' wrapper of `quantize` then refuses a second call
+        self.train_function = self.test_function = self.predict_function = None
 
     def call(self, inputs, training=None):
         source_ids, target_ids = inputs
