@@ -11,6 +11,7 @@ from absl import flags
 
 from tf_transformer.cli import check_weights_flags
 from tf_transformer.decoding_settings import DEFAULTS, EXTRA_DECODE_LENGTH, METHODS, describe, resolve_settings
+from tf_transformer.quantization import MODES as QUANTIZE_MODES
 
 CHECKPOINT = flags.DEFINE_string("checkpoint", None, "A checkpoint path prefix, or best (default: the latest).")
 AVERAGE_LAST = flags.DEFINE_integer(
@@ -26,6 +27,10 @@ METHOD = flags.DEFINE_enum(
     "method", DEFAULTS["method"], list(METHODS), "Decoding method (default: decoding.json's, else beam)."
 )
 BATCH_TOKENS = flags.DEFINE_integer("batch_tokens", 4096, "Source tokens per batch (padding included).")
+QUANTIZE = flags.DEFINE_enum(
+    "quantize", "none", list(QUANTIZE_MODES),
+    "int8: quantize the loaded weights to int8 in memory (weight-only, per channel; tf_transformer.quantization).",
+)  # fmt: skip
 MAX_DECODE_LENGTH = flags.DEFINE_integer(
     "max_decode_length", None, f"Most output tokens a sentence (default: its source length + {EXTRA_DECODE_LENGTH})."
 )
@@ -52,10 +57,12 @@ def settings(model_dir: str) -> dict:
 
 def load_model(model_dir: str, decoding: dict):
     """`(model, tokenizer, config)` of `model_dir` with the weights the checkpoint flags (or `decoding`'s
-    average_last, from `settings`) choose."""
+    average_last, from `settings`) choose, quantized as --quantize says."""
     from tf_transformer.checkpoints import load_translation_model  # heavy: only when a model is used
+    from tf_transformer.quantization import quantize_model
 
-    return load_translation_model(model_dir, CHECKPOINT.value, average_last=decoding["average_last"])
+    loaded = load_translation_model(model_dir, CHECKPOINT.value, average_last=decoding["average_last"])
+    return (quantize_model(loaded[0], QUANTIZE.value),) + tuple(loaded[1:])
 
 
 def decoding_arguments(decoding: dict) -> dict:

@@ -8,7 +8,7 @@ Either scores a file of translations (--hypotheses), or first translates --sourc
 (the decoding flags of tft-translate: --checkpoint (a path, or best) or --average_last, --beam_size,
 --length_penalty, --method, --batch_tokens, --max_decode_length; those not given come from the model directory's
 decoding.json, as in tft-translate). Files are plain or gzip, one sentence a line,
-aligned by line.
+aligned by line. --quantize=int8 quantizes the model's weights to int8 in memory first (as in tft-translate).
 Prints {"bleu", "bleu_signature", "chrf", "chrf_signature", "tok_lower_bleu", "sentences", ...}: see
 `tf_transformer.evaluation.score_translations` for what each figure is.
 

@@ -12,6 +12,8 @@ its assets/export_config.json: --beam_size, --length_penalty and --average_last 
 directory's decoding.json (as in tft-translate; average_last only without --checkpoint), else to beam 4,
 length penalty 0.6 and the latest checkpoint; one log line says which were used and where each came from.
 The export is beam search whatever decoding.json's method. The work is `tf_transformer.export.export_saved_model`.
+--quantize=int8 stores the matrices as int8 (a smaller export; `tf_transformer.quantization`), recorded in
+export_config.json as "quantize".
 """
 
 import logging as pylogging
@@ -20,6 +22,7 @@ from absl import flags
 
 from tf_transformer.cli import check_weights_flags, exit_on, run_binary
 from tf_transformer.decoding_settings import DEFAULTS, EXTRA_DECODE_LENGTH, describe, resolve_settings
+from tf_transformer.quantization import MODES as QUANTIZE_MODES
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.", required=True)
 _EXPORT_DIR = flags.DEFINE_string(
@@ -37,6 +40,9 @@ _LENGTH_PENALTY = flags.DEFINE_float(
     "length_penalty", DEFAULTS["length_penalty"], "Length penalty alpha (default: decoding.json's, else 0.6)."
 )
 _N_BEST = flags.DEFINE_integer("n_best", None, "Translations translate_nbest returns (default: --beam_size).")
+_QUANTIZE = flags.DEFINE_enum(
+    "quantize", "none", list(QUANTIZE_MODES), "int8: export int8 weights (weight-only, per channel; a smaller export)."
+)
 _MAX_DECODE_LENGTH = flags.DEFINE_integer(
     "max_decode_length", None, f"Most output tokens a sentence (default: its source length + {EXTRA_DECODE_LENGTH})."
 )
@@ -55,7 +61,7 @@ def main(argv):
         pylogging.getLogger("tf_transformer").info(describe(decoding, sources))
         path = export_saved_model(
             _MODEL_DIR.value, _EXPORT_DIR.value, version=_VERSION.value, checkpoint=_CHECKPOINT.value,
-            average_last=decoding["average_last"], beam_size=decoding["beam_size"],
+            average_last=decoding["average_last"], beam_size=decoding["beam_size"], quantize=_QUANTIZE.value,
             length_penalty=decoding["length_penalty"], n_best=_N_BEST.value, max_decode_length=_MAX_DECODE_LENGTH.value,
         )  # fmt: skip
     print(path)

@@ -33,6 +33,9 @@ decoding flags (--beam_size, --length_penalty, --method, --max_decode_length) an
 fixed in the export and refused here; --n_best may be at most the export's n_best.
 
     tft-translate --saved_model=exports/multi30k < test.en > test.hyp.de
+
+With --quantize=int8 (and --model_dir) the loaded weights are quantized to int8 in memory first
+(`tf_transformer.quantization`; an export's are fixed when it is made: tft-export --quantize=int8).
 """
 
 import logging as pylogging
@@ -59,7 +62,9 @@ _WITH_ALIGNMENTS = flags.DEFINE_boolean(
 
 
 # Fixed when a model is exported: not flags of a translation with --saved_model.
-_EXPORT_SETTINGS = ("checkpoint", "average_last", "beam_size", "length_penalty", "method", "max_decode_length")
+_EXPORT_SETTINGS = (
+    "checkpoint", "average_last", "beam_size", "length_penalty", "method", "max_decode_length", "quantize",
+)  # fmt: skip
 
 
 def check_model_flags():

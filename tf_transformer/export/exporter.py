@@ -17,6 +17,7 @@ from tf_transformer.checkpoints import load_translation_model, resolve_checkpoin
 from tf_transformer.export.module import TranslationModule
 from tf_transformer.export.warmup import write_warmup_requests
 from tf_transformer.model_dir import CHECKPOINT_DIR, CONFIG_FILE, DATA_CONFIG_FILE, VOCAB_DIR
+from tf_transformer.quantization import check_mode, quantize_model
 from tf_transformer.rules import EXTRA_DECODE_LENGTH, is_int
 
 logger = logging.getLogger("tf_transformer")
@@ -45,6 +46,7 @@ def export_saved_model(
     max_decode_length: Optional[int] = None,
     extra_decode_length: int = EXTRA_DECODE_LENGTH,
     average_last: Optional[int] = None,
+    quantize: str = "none",
 ) -> pathlib.Path:
     """Exports a trained model directory as `export_dir/<version>/`, a SavedModel for TensorFlow Serving.
 
@@ -70,6 +72,8 @@ def export_saved_model(
         checkpoint: as in `load_translation_model`: None for the latest; a path prefix or a folder.
         beam_size, length_penalty, n_best, max_decode_length, extra_decode_length: see `TranslationModule`.
         average_last: instead of `checkpoint`, export the average of the last N checkpoints (computed in memory).
+        quantize: "int8" to store the matrices as int8 (`tf_transformer.quantization.quantize_model`; TensorFlow
+            core ops only, so TensorFlow Serving runs it), "none" for float32.
 
     Returns:
         The version folder, `export_dir/<version>`.
@@ -85,12 +89,14 @@ def export_saved_model(
             f"export_dir: {export_dir} is itself a SavedModel, but TensorFlow Serving wants one numbered folder per "
             f"version inside the base folder. Fix: pass its parent ({export_dir.parent}) or a new folder."
         )
+    check_mode(quantize)
     version = next_version(export_dir) if version is None else version
     if not is_int(version) or version < 0:
         raise ValueError(f"version: must be an integer >= 0, got {version!r}. Fix: leave it out for the next one.")
     target = export_dir / str(version)
     _refuse_existing(target)
     model, tokenizer, config = load_translation_model(model_dir, checkpoint, average_last=average_last)
+    quantize_model(model, quantize)
     checkpoint_path = resolve_checkpoint(checkpoint, model_dir) if checkpoint is not None else None
     module = TranslationModule(
         model,
@@ -108,6 +114,7 @@ def export_saved_model(
         "model_dir": str(pathlib.Path(model_dir).resolve()),
         "checkpoint": checkpoint_path or tf.train.latest_checkpoint(str(pathlib.Path(model_dir) / CHECKPOINT_DIR)),
         "average_last": average_last,  # with N, the weights are the average of the last N, the newest "checkpoint"
+        "quantize": quantize,  # int8: the SavedModel's matrices are int8 (tf_transformer.quantization)
         "signatures": {
             "serving_default": "inputs: string [batch] -> outputs: string [batch], scores: float32 [batch]",
             "translate_nbest": "inputs: string [batch] -> outputs: string [batch, n_best], scores: float32 "
