@@ -267,6 +267,15 @@ def read_checkpoint(checkpoint: tf.train.Checkpoint, path: str, *, partial: bool
     _read_or_raise(path, restore)
 
 
+def check_readable(path: str) -> None:
+    """Reads every tensor of the checkpoint `path` (a prefix) once, restoring nothing.
+
+    Raises:
+        CheckpointError: a missing, empty, truncated or corrupted file; the message names it (callers add the fix).
+    """
+    _read_or_raise(path, _read_every_tensor)
+
+
 def restore_newest_readable(checkpoint: tf.train.Checkpoint, folder: PathLike, *, set_aside: bool) -> Optional[str]:
     """Restores `checkpoint` from the newest checkpoint in `folder` that can be read, as training resumes.
 
@@ -291,7 +300,7 @@ def restore_newest_readable(checkpoint: tf.train.Checkpoint, folder: PathLike, *
         try:
             # Every tensor is read once before the restore, so that a damaged file never leaves the variables
             # half-assigned (or a deferred restoration queued) for the older checkpoint to miss.
-            _read_or_raise(path, _read_every_tensor)
+            check_readable(path)
             read_checkpoint(checkpoint, path)
         except CheckpointError as error:
             logger.warning("%s Trying the next older checkpoint.", error)

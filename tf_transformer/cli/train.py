@@ -21,7 +21,9 @@ from tf_transformer.errors import CheckpointError, PeerWorkerLost, TrainingDiver
 from tf_transformer.training.train_config import PRECISIONS, STRATEGIES, TrainConfig
 
 # Model.
-_CONFIG = flags.DEFINE_string("config", "base", "A preset name (tiny, base, big, ...) or a JSON config file.")
+_CONFIG = flags.DEFINE_string(
+    "config", "base", "A preset name (tiny, base, big, ...) or a JSON config file (with --init_from: the source's)."
+)
 _OVERRIDE = flags.DEFINE_multi_string("override", [], "field=value changes to the model config (repeatable).")
 # Data: None leaves the DataConfig default.
 _DATASET = flags.DEFINE_string("dataset", None, 'Data source: "files", "multi30k" or "tfds:<name>".')
@@ -51,6 +53,13 @@ _SHUFFLE_BUFFER = flags.DEFINE_integer("shuffle_buffer", None, "Pairs in the shu
 # Training: the defaults are TrainConfig's, written there only.
 _DEFAULTS = {field.name: field.default for field in dataclasses.fields(TrainConfig)}
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "Checkpoints, logs, vocabulary and configs.", required=True)
+_INIT_FROM = flags.DEFINE_string(
+    "init_from",
+    None,
+    "Fine-tune: start --model_dir from this model directory's latest checkpoint (or this checkpoint prefix in one) "
+    "and vocabulary, with a fresh optimizer from step 0 and a 200-step warmup to the rate the source ended at. "
+    "Ignored when --model_dir holds checkpoints: the run resumes.",
+)
 _TRAIN_STEPS = flags.DEFINE_integer(
     "train_steps", _DEFAULTS["train_steps"], "Optimizer steps in total, across restarts."
 )
@@ -119,8 +128,19 @@ def main(argv):
     # TimeoutError: a non-chief worker waited in vain for the chief's vocabulary.
     with exit_on(ConfigError, DataError, CheckpointError, TrainingDiverged, PeerWorkerLost, TimeoutError):
         try:
-            model_config = TransformerConfig.load(_CONFIG.value).with_overrides(_OVERRIDE.value)
+            init_from = None
+            if _INIT_FROM.value is not None:
+                from tf_transformer.training.fine_tuning import init_from_defaults
+
+                init_from = init_from_defaults(_INIT_FROM.value, _MODEL_DIR.value, _OVERRIDE.value)
+            if init_from is not None and not flags.FLAGS["config"].present:
+                model_config = init_from.model_config  # the source's, with the fine-tuning schedule
+            else:
+                model_config = TransformerConfig.load(_CONFIG.value).with_overrides(_OVERRIDE.value)
             data_values = {name: flag.value for name, flag in _DATA_FLAGS.items() if flag.value is not None}
+            if init_from is not None:  # the vocabulary comes from --init_from; a --vocab_* flag that differs is refused
+                data_values.setdefault("vocab_type", init_from.vocab_type)
+                data_values.setdefault("vocab_size", init_from.vocab_size)
             data_values.setdefault("max_length", model_config.max_length)  # the longest pairs the model accepts
             # The config's vocab_size is the size of the vocabulary to build (the model's own is then read off
             # the built vocabulary): a config or --override that sets it must not be silently ignored.
@@ -134,7 +154,7 @@ def main(argv):
                 jit_compile=_JIT_COMPILE.value, log_every=_LOG_EVERY.value,
                 validation_batches=_VALIDATION_BATCHES.value, bleu_every=_BLEU_EVERY.value,
                 bleu_sentences=_BLEU_SENTENCES.value, bleu_beam_size=_BLEU_BEAM_SIZE.value, keep_best=_KEEP_BEST.value,
-                seed=_SEED.value, deterministic=_DETERMINISTIC.value,
+                seed=_SEED.value, deterministic=_DETERMINISTIC.value, init_from=_INIT_FROM.value,
             )  # fmt: skip
             result = train(model_config, data_config, train_config)
         except (TrainingInterrupted, VocabularyInterrupted) as stop:

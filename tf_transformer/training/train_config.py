@@ -15,6 +15,8 @@ PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 # Written beside the fields in train_config.json when "auto" was resolved (see `TrainConfig.to_json`); they only
 # inform, so `from_dict` drops them.
 RESOLUTION_FIELDS = ("mixed_precision_requested", "mixed_precision_reason")
+# A fine-tuning run's source (`fine_tuning.InitSource.record`), written beside the fields; it informs only.
+INITIALIZED_FROM = "initialized_from"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +62,11 @@ class TrainConfig(JsonConfig):
             `checkpoint="best"` (tools: `--checkpoint=best`).
         seed: seeds weights, data order and dropout; None for a random run.
         deterministic: also makes TensorFlow ops deterministic (slower), for reproducible runs.
+        init_from: fine-tuning: start a new model directory from another's weights and vocabulary, a model
+            directory (its latest checkpoint) or a checkpoint prefix inside one (`.../checkpoints/ckpt-N`, an
+            average); a fresh optimizer from step 0 (`tf_transformer.training.fine_tuning`). Ignored, with a log
+            line, when `model_dir` holds checkpoints of its own: the run resumes them. `train_config.json` records
+            the source under "initialized_from", kept across restarts.
 
     Unlike the model and data configs, a restart may change any of these but `model_dir` (e.g. train longer,
     evaluate BLEU more often or on more sentences); `train_config.json` holds the latest run's settings.
@@ -82,6 +89,7 @@ class TrainConfig(JsonConfig):
     keep_best: bool = True
     seed: Optional[int] = None
     deterministic: bool = False
+    init_from: Optional[str] = None
 
     def __post_init__(self):
         self._check_field_types()
@@ -118,20 +126,28 @@ class TrainConfig(JsonConfig):
         """`JsonConfig.from_dict`, dropping the precision record of a written `train_config.json`, so that it loads
         as the run it describes (with the policy it trained in)."""
         if isinstance(values, Mapping):
-            values = {key: value for key, value in values.items() if key not in RESOLUTION_FIELDS}
+            values = {key: value for key, value in values.items() if key not in (*RESOLUTION_FIELDS, INITIALIZED_FROM)}
         return super().from_dict(values)
 
-    def to_json(self, path: Union[str, os.PathLike, None] = None, precision: Optional[tuple] = None) -> str:
+    def to_json(
+        self,
+        path: Union[str, os.PathLike, None] = None,
+        precision: Optional[tuple] = None,
+        initialized_from: Optional[dict] = None,
+    ) -> str:
         """Returns the config as JSON text; with `path`, also writes it there (atomically).
 
         `precision`, the (policy, reason) `resolve_precision` gave: `mixed_precision` then holds the policy the
         run trains in, and when that was resolved from "auto", `mixed_precision_requested` and
         `mixed_precision_reason` say so (a restart resolves "auto" again, perhaps on other hardware).
+        `initialized_from`, a fine-tuning run's source (path, checkpoint, step), is written under that key.
         """
         values = self.to_dict()
         if precision is not None and precision[0] != self.mixed_precision:
             values.update(mixed_precision=precision[0], mixed_precision_requested=self.mixed_precision)
             values["mixed_precision_reason"] = precision[1]
+        if initialized_from is not None:
+            values[INITIALIZED_FROM] = initialized_from
         text = json.dumps(values, indent=2) + "\n"
         if path is not None:
             write_atomically(path, text)

@@ -36,6 +36,7 @@ from tf_transformer.model_dir import (
     VOCAB_DIR,
 )
 from tf_transformer.models import Transformer
+from tf_transformer.training import fine_tuning
 from tf_transformer.training.callbacks import (
     CheckpointEveryEpoch,
     LogFirstStep,
@@ -53,7 +54,7 @@ from tf_transformer.training.optimizer import make_loss, make_optimizer
 from tf_transformer.training.precision import resolve_precision, restores_dtype_policy
 from tf_transformer.training.resume_state import KEY as RESUME_STATE_KEY
 from tf_transformer.training.resume_state import ResumeState
-from tf_transformer.training.train_config import TrainConfig
+from tf_transformer.training.train_config import INITIALIZED_FROM, TrainConfig
 from tf_transformer.training.validation_bleu import ValidationBleu
 
 logger = logging.getLogger("tf_transformer")
@@ -204,11 +205,14 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
 
     model_dir = pathlib.Path(train_config.model_dir)
     _check_settings(model_config, data_config, train_config, multi_worker)
+    init_source = _init_source(model_config, data_config, train_config, model_dir)
     # Opening a corpus reads and checks its files: bad data fails here, before anything is written.
     train_corpus = data_lib.open_corpus(data_config, "train", training=True)
     valid_corpus = _open_optional(data_config, "valid")
     phase_started = time.monotonic()
     vocabulary_existed = (model_dir / VOCAB_DIR / TOKENIZER_JSON).is_file()
+    if init_source is not None and is_chief:  # the other workers wait for the copy as for a built vocabulary
+        fine_tuning.copy_vocabulary(init_source, model_dir / VOCAB_DIR)
     tokenizer = _vocabulary(data_config, model_dir / VOCAB_DIR, train_corpus, is_chief)
     logger.info("Vocabulary of %d pieces ready in %.1f s.", tokenizer.vocab_size, time.monotonic() - phase_started)
     phase_started = time.monotonic()
@@ -234,6 +238,17 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
     restored = restore_newest_readable(
         tf.train.Checkpoint(model=model, optimizer=optimizer), model_dir / CHECKPOINT_DIR, set_aside=is_chief
     )
+    initialized_from = _previous_init_record(model_dir)  # a resumed fine-tuning run keeps its record
+    if restored is None and init_source is not None:
+        # The weights only: Adam's moments, the step (0), the input position and dropout states start afresh.
+        fine_tuning.initialize_weights(model, init_source)
+        initialized_from = init_source.record()
+        logger.info(
+            "Fine-tuning from %s (step %s of %s): its weights and vocabulary, a fresh optimizer from step 0, "
+            "warmup_steps=%d, learning_rate_scale=%g (peak learning rate %.3g).",
+            init_source.checkpoint, init_source.step, init_source.model_dir, resolved.warmup_steps,
+            resolved.learning_rate_scale, fine_tuning.peak_learning_rate(resolved),
+        )  # fmt: skip
     start_step = int(optimizer.iterations.numpy())
     # The input position and dropout states: a resumed run trains on the batches the uninterrupted one would.
     resume_state = ResumeState(model, batches_per_step=strategy.num_replicas_in_sync if multi_worker else 1)
@@ -247,7 +262,7 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
         update_decoding_json(model_dir, resolved)  # before config.json, which it compares with
         resolved.to_json(model_dir / CONFIG_FILE)
         data_config.to_json(model_dir / DATA_CONFIG_FILE)
-        train_config.to_json(model_dir / TRAIN_CONFIG_FILE, precision=precision)
+        train_config.to_json(model_dir / TRAIN_CONFIG_FILE, precision=precision, initialized_from=initialized_from)
         report.to_json(model_dir / DATA_REPORT_FILE)
 
     replicas = strategy.num_replicas_in_sync
@@ -353,6 +368,36 @@ def _check_settings(model_config, data_config, train_config, multi_worker) -> No
             "seed: multi-worker training shards one shuffled order of the batches across the workers, so every "
             "worker needs the same seed. Fix: pass --seed (the same on every worker)."
         )
+
+
+def _init_source(model_config, data_config, train_config, model_dir: pathlib.Path):
+    """The checked source of a fine-tuning run (`train_config.init_from`), or None: none given, or `model_dir`
+    holds checkpoints of its own, which the run resumes (so the same command run again goes on).
+
+    Raises:
+        ConfigError: no such model directory or checkpoint, or configs it does not fit (`fine_tuning.check_fits`).
+        CheckpointError: the source checkpoint cannot be read.
+    """
+    if train_config.init_from is None:
+        return None
+    if fine_tuning.has_checkpoints(model_dir):
+        logger.info(
+            "init_from=%s ignored: %s holds checkpoints of its own, so the run resumes them.",
+            train_config.init_from, model_dir / CHECKPOINT_DIR,
+        )  # fmt: skip
+        return None
+    source = fine_tuning.find_init_source(train_config.init_from)
+    fine_tuning.check_fits(model_config, data_config, source)
+    fine_tuning.check_readable(source)  # every tensor read once: a damaged checkpoint stops before any write
+    return source
+
+
+def _previous_init_record(model_dir: pathlib.Path) -> Optional[dict]:
+    """The "initialized_from" record of the run's earlier train_config.json, if any."""
+    try:
+        return json.loads((model_dir / TRAIN_CONFIG_FILE).read_text(encoding="utf-8")).get(INITIALIZED_FROM)
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _saved_report(path: pathlib.Path, train_corpus):
