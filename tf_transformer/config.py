@@ -10,12 +10,15 @@ import pathlib
 from importlib import resources
 from typing import Any, Mapping, Optional, Sequence, Union
 
-from tf_transformer.decoding_settings import check_settings
+from tf_transformer.decoding_settings import DEFAULTS, check_settings
 from tf_transformer.files import write_atomically
 
 POSITION_ENCODINGS = ("sinusoidal", "learned")
 # The fields of decoding.json (decoding_settings.CONFIG_FIELDS), not of the model.
-DECODE_FIELDS = ("decode_beam_size", "decode_length_penalty", "decode_method", "decode_average_last")
+DECODE_FIELDS = (
+    "decode_beam_size", "decode_length_penalty", "decode_method", "decode_average_last", "decode_no_repeat_ngram_size",
+    "decode_max_decode_length",
+)  # fmt: skip
 ACTIVATIONS = ("relu", "gelu")
 
 
@@ -157,9 +160,11 @@ class TransformerConfig(JsonConfig):
         pad_id: the padding token id; always 0 in this package.
         bos_id, eos_id: start and end of sequence token ids.
         decode_beam_size, decode_length_penalty, decode_method, decode_average_last: how to decode this model
-            (the paper: beam 4, length penalty alpha 0.6, the latest checkpoint, None); `tft-train` writes them
-            into the model directory's decoding.json, the defaults of `tft-translate`, `tft-evaluate` and
-            `tft-export`. They do not change the model or its training.
+            (the paper: beam 4, length penalty alpha 0.6, the latest checkpoint, None);
+        decode_no_repeat_ngram_size, decode_max_decode_length: the guards against loops (4: no repeated 4-gram,
+            0: off; "1.5x+10": at most 1.5 x the source length + 10 tokens, "x+50" the paper's, or N tokens).
+            `tft-train` writes them into the model directory's decoding.json, the defaults of `tft-translate`,
+            `tft-evaluate` and `tft-export`. They do not change the model or its training.
     """
 
     vocab_size: int = 37000
@@ -192,6 +197,8 @@ class TransformerConfig(JsonConfig):
     decode_length_penalty: float = 0.6
     decode_method: str = "beam"
     decode_average_last: Optional[int] = None
+    decode_no_repeat_ngram_size: int = DEFAULTS["no_repeat_ngram_size"]
+    decode_max_decode_length: str = DEFAULTS["max_decode_length"]
 
     def __post_init__(self):
         self._check_types()
@@ -200,6 +207,9 @@ class TransformerConfig(JsonConfig):
     # ----------------------------------------------------------------------------------------- validation
 
     def _check_types(self):
+        if isinstance(self.decode_max_decode_length, int) and not isinstance(self.decode_max_decode_length, bool):
+            # An absolute cap is an int in JSON and in --override; the field holds both forms as a string.
+            object.__setattr__(self, "decode_max_decode_length", str(self.decode_max_decode_length))
         self._check_field_types()
 
     def _check_values(self):

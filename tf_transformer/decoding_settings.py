@@ -2,9 +2,10 @@
 
 `tft-train` writes MODEL_DIR/decoding.json from the model config's `decode_*` fields (the paper's beam 4 and
 length penalty 0.6 unless the config says otherwise): {"beam_size", "length_penalty", "method",
-"average_last"}. `tft-translate`, `tft-evaluate` and `tft-export` read it: a flag the user gives wins, then
-decoding.json, then the default here; a model directory without the file (an older run) decodes with the
-defaults. Imports no TensorFlow (the commands' flags use these names before TensorFlow starts).
+"average_last", "no_repeat_ngram_size", "max_decode_length"}. `tft-translate`, `tft-evaluate` and `tft-export`
+read it: a flag the user gives wins, then decoding.json, then the default here; a model directory without the
+file (an older run), or a key missing from it, decodes with the defaults. Imports no TensorFlow (the commands'
+flags use these names before TensorFlow starts).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import numbers
 import os
 import pathlib
+import re
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from tf_transformer.files import write_atomically
@@ -22,12 +24,40 @@ METHODS = ("beam", "greedy", "sample")
 # The default output length allowance: a sentence gets at most its source length + this many tokens, EOS
 # included (the paper's "input length + 50").
 EXTRA_DECODE_LENGTH = 50
-# The paper's decoding: beam 4, length penalty alpha 0.6, one checkpoint (None: no averaging).
-DEFAULTS: Dict[str, Any] = {"beam_size": 4, "length_penalty": 0.6, "method": "beam", "average_last": None}
+# The paper's decoding: beam 4, length penalty alpha 0.6, one checkpoint (None: no averaging); and the guards
+# against degenerate loops on out-of-domain input (README, "Repetition guard and length cap"): no repeated
+# 4-gram of pieces, at most 1.5 x the source length + 10 tokens (the paper: source length + 50, "x+50").
+DEFAULTS: Dict[str, Any] = {
+    "beam_size": 4, "length_penalty": 0.6, "method": "beam", "average_last": None, "no_repeat_ngram_size": 4,
+    "max_decode_length": "1.5x+10",
+}  # fmt: skip
+# `max_decode_length` values: N (the most output tokens) or Ax+B (A times the source length plus B).
+_RELATIVE_LENGTH = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)?\s*x\s*(?:\+\s*(\d+))?\s*$")
+MAX_DECODE_LENGTH_FORMS = "N (at most N output tokens) or Ax+B (A times the source length plus B, e.g. 1.5x+10)"
 # TransformerConfig field -> decoding.json key.
 CONFIG_FIELDS = {f"decode_{name}": name for name in DEFAULTS}
 
 PathLike = Union[str, os.PathLike]
+
+
+def parse_max_decode_length(value, name: str = "max_decode_length") -> Tuple[Optional[int], float, int]:
+    """`(max_decode_length, max_decode_length_ratio, extra_decode_length)`, the decoders' arguments, of a
+    `max_decode_length` setting: an int N >= 1 or its digits ("120": at most N tokens, the other two then
+    unused), or "Ax+B" (A a number >= 0, B an int >= 0; "x+50" is the paper's rule, "1.5x" has B = 0): at most
+    floor(A * source length) + B tokens, as fairseq's max_len_a and max_len_b. A ValueError names `name`."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1:
+        return int(value), 1.0, EXTRA_DECODE_LENGTH
+    if isinstance(value, str):
+        if value.strip().isdigit() and int(value) >= 1:
+            return int(value), 1.0, EXTRA_DECODE_LENGTH
+        match = _RELATIVE_LENGTH.match(value)
+        if match:
+            ratio, extra = match.groups()
+            return None, float(ratio) if ratio is not None else 1.0, int(extra) if extra is not None else 0
+    raise ValueError(
+        f"{name}: must be {MAX_DECODE_LENGTH_FORMS}, got {value!r}. Fix: set {name} to e.g. 1.5x+10, x+50 (the "
+        "paper) or 200."
+    )
 
 
 def check_settings(values: Mapping[str, Any], where: str = "", prefix: str = "") -> Dict[str, Any]:
@@ -45,6 +75,12 @@ def check_settings(values: Mapping[str, Any], where: str = "", prefix: str = "")
             fix = "a number >= 0 (the paper: 0.6)"
         elif name == "method":
             ok, fix = value in METHODS, f"one of {', '.join(METHODS)}"
+        elif name == "no_repeat_ngram_size":
+            ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0
+            fix = "an integer >= 0 (0: off; e.g. 4: no repeated 4-gram of output pieces)"
+        elif name == "max_decode_length":
+            parse_max_decode_length(value, f"{where}{prefix}{name}")
+            continue
         else:
             ok = value is None or (isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1)
             fix = "null (the latest checkpoint) or an integer >= 1 (average the last N checkpoints)"
@@ -100,6 +136,9 @@ def resolve_settings(
     else from MODEL_DIR/decoding.json, else the default; `sources[name]` says which ("flag", "decoding.json",
     "default"). decoding.json's average_last applies only when neither a checkpoint nor average_last is given
     (`checkpoint_given`: the user chose the weights)."""
+    # The settings the decoders do not check in this form (flags give strings): a one-line error naming the flag.
+    check_settings({name: given[name] for name in ("no_repeat_ngram_size", "max_decode_length") if name in given},
+                   prefix="--")  # fmt: skip
     from_file = read_decoding_json(model_dir) if model_dir is not None else None
     settings, sources = {}, {}
     for name, default in DEFAULTS.items():
@@ -118,3 +157,16 @@ def describe(settings: Mapping[str, Any], sources: Mapping[str, str]) -> str:
     """The log line: `Decoding: beam_size=4 (decoding.json), length_penalty=1.5 (decoding.json), ...`."""
     parts = [f"{name}={'none' if value is None else value} ({sources[name]})" for name, value in settings.items()]
     return "Decoding: " + ", ".join(parts)
+
+
+def guard_arguments(settings: Mapping[str, Any]) -> Dict[str, Any]:
+    """The keyword arguments of the decoders (`translate`, `translate_texts`, `TranslationModule`) that the
+    settings' no_repeat_ngram_size and max_decode_length give: no_repeat_ngram_size, max_decode_length,
+    max_decode_length_ratio and extra_decode_length."""
+    max_decode_length, ratio, extra = parse_max_decode_length(settings["max_decode_length"])
+    return {
+        "no_repeat_ngram_size": settings["no_repeat_ngram_size"],
+        "max_decode_length": max_decode_length,
+        "max_decode_length_ratio": ratio,
+        "extra_decode_length": extra,
+    }

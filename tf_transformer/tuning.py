@@ -13,7 +13,7 @@ from tf_transformer.checkpoints import load_translation_model
 from tf_transformer.data.config import DataConfig
 from tf_transformer.data.sources import open_corpus
 from tf_transformer.decoding.text import translate_texts
-from tf_transformer.decoding_settings import check_settings, read_decoding_json, settings_of_config
+from tf_transformer.decoding_settings import EXTRA_DECODE_LENGTH, check_settings, read_decoding_json, settings_of_config
 from tf_transformer.evaluation import score_translations
 from tf_transformer.files import write_atomically
 from tf_transformer.model_dir import CONFIG_FILE, DATA_CONFIG_FILE, DECODING_FILE
@@ -34,10 +34,15 @@ def tune_length_penalty(
     beam_size: int = 4,
     batch_tokens: int = 4096,
     max_decode_length: Optional[int] = None,
+    extra_decode_length: int = EXTRA_DECODE_LENGTH,
+    max_decode_length_ratio: float = 1.0,
+    no_repeat_ngram_size: int = 0,
 ) -> dict:
     """Translates the validation split of `model_dir` (its data_config.json's) once per length penalty with beam
     search, keeps the one with the best BLEU (ties: the first in `length_penalties`) and writes it into
-    MODEL_DIR/decoding.json, the other settings kept (from the file, else from config.json).
+    MODEL_DIR/decoding.json, the other settings kept (from the file, else from config.json). `max_decode_length`,
+    `extra_decode_length`, `max_decode_length_ratio` and `no_repeat_ngram_size` are the decoders' (tft-evaluate
+    passes decoding.json's).
 
     Returns:
         {"length_penalty", "bleu_by_length_penalty", "sentences", "decoding_json"}.
@@ -62,7 +67,8 @@ def tune_length_penalty(
     for value in length_penalties:
         results = translate_texts(
             model, tokenizer, sources, beam_size=beam_size, length_penalty=value, batch_tokens=batch_tokens,
-            max_decode_length=max_decode_length,
+            max_decode_length=max_decode_length, extra_decode_length=extra_decode_length,
+            max_decode_length_ratio=max_decode_length_ratio, no_repeat_ngram_size=no_repeat_ngram_size,
         )  # fmt: skip
         bleu[value] = score_translations([hypotheses[0][0] for hypotheses in results], references)["bleu"]
         logger.info("Length penalty %g: BLEU %.2f on %d validation sentences", value, bleu[value], len(sources))

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from tf_transformer.checkpoints import load_translation_model
 from tf_transformer.decoding.text import TextTranslator
+from tf_transformer.decoding_settings import DEFAULTS, guard_arguments
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -30,6 +31,9 @@ MODEL_FLAGS = [
     "--override=dropout=0.0",
 ]  # fmt: skip
 DECODING = dict(beam_size=3, length_penalty=0.6)
+# What tools/export.py adds without flags: the loop guards of decoding_settings.DEFAULTS (no_repeat_ngram_size,
+# max_decode_length), as decoder arguments, for the in-process translators the export must equal.
+GUARDS = guard_arguments(DEFAULTS)
 N_BEST = 2
 MODEL_NAME = "multi30k"
 TOOL_BATCH_TOKENS = 60  # several batches for the 9 test sentences
@@ -156,13 +160,13 @@ def trained(model_dir):
 def translator(trained):
     """The in-process path the export must match: TextTranslator with the export's settings (traced now)."""
     model, tokenizer, _ = trained
-    return TextTranslator(model, tokenizer, **DECODING)
+    return TextTranslator(model, tokenizer, **DECODING, **GUARDS)
 
 
 @pytest.fixture(scope="session")
 def n_best_translator(trained):
     model, tokenizer, _ = trained
-    return TextTranslator(model, tokenizer, n_best=N_BEST, **DECODING)
+    return TextTranslator(model, tokenizer, n_best=N_BEST, **DECODING, **GUARDS)
 
 
 @pytest.fixture(scope="session")

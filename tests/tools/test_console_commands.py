@@ -180,7 +180,8 @@ def test_tft_train_trains_a_tiny_model(tmp_path, small_corpus):
     assert not TF_LOG_LINE.search(result.stdout + result.stderr), result.stderr[-3000:]
     # The model config's decoding settings (here from --override) become the model directory's decoding.json.
     decoding = json.loads((model_dir / "decoding.json").read_text())
-    assert decoding == {"beam_size": 4, "length_penalty": 1.5, "method": "beam", "average_last": 2}
+    assert decoding == {"beam_size": 4, "length_penalty": 1.5, "method": "beam", "average_last": 2,
+                        "no_repeat_ngram_size": 4, "max_decode_length": "1.5x+10"}  # fmt: skip
     assert (model_dir / "checkpoints" / "ckpt-2.index").is_file()
     assert (model_dir / "config.json").is_file() and (model_dir / "vocab" / "tokenizer.json").is_file()
     # --mixed_precision=auto, the default: the run logs and records the policy it chose and why.

@@ -98,7 +98,7 @@ def test_translate_reads_stdin_keeps_the_lines_and_matches_translate_texts(model
     from tf_transformer.decoding.text import translate_texts
 
     model, tokenizer, _ = load_translation_model(model_dir, checkpoint=averaged)
-    in_process = translate_texts(model, tokenizer, sources, max_decode_length=8)
+    in_process = translate_texts(model, tokenizer, sources, max_decode_length=8, no_repeat_ngram_size=4)  # the default
     assert [hypotheses[0][0] for hypotheses in in_process] == lines
 
 
@@ -182,7 +182,8 @@ def tuned(model_dir, tmp_path_factory):
     """A copy of the model directory whose decoding.json (as after a hand edit) asks for beam 2, length penalty
     1.5 and the average of the last 2 checkpoints."""
     # tft-train wrote the tiny config's settings: the paper's.
-    paper = {"beam_size": 4, "length_penalty": 0.6, "method": "beam", "average_last": None}
+    paper = {"beam_size": 4, "length_penalty": 0.6, "method": "beam", "average_last": None,
+             "no_repeat_ngram_size": 4, "max_decode_length": "1.5x+10"}  # fmt: skip
     assert json.loads((model_dir / "decoding.json").read_text()) == paper
     path = tmp_path_factory.mktemp("tuned") / "run"
     shutil.copytree(model_dir, path)
@@ -197,7 +198,8 @@ def translated_in_process(model_dir, sources, **settings):
     from tf_transformer.decoding.text import format_results, translate_texts
 
     model, tokenizer, _ = load_translation_model(model_dir, average_last=settings.pop("average_last"))
-    results = translate_texts(model, tokenizer, sources, n_best=2, max_decode_length=8, **settings)
+    results = translate_texts(model, tokenizer, sources, n_best=2, max_decode_length=8, no_repeat_ngram_size=4,
+                              **settings)  # fmt: skip
     return "".join(line + "\n" for line in format_results(results, scored=True))
 
 
@@ -353,3 +355,33 @@ def test_score_texts_traces_once_keeps_the_input_order_and_cuts_long_sides(model
     assert scorer.score.experimental_get_tracing_count() == 1  # every batch shape ran the same graph
     with pytest.raises(ValueError, match="2 sources but 1 targets"):
         scorer(["A dog.", "A cat."], ["Ein Hund."])
+
+
+def test_translate_with_target_prefixes_and_the_guards_as_flags(model_dir, sources, tmp_path):
+    source_file = write_lines(tmp_path / "sources.en", sources)
+    prefixes = ["Ein Hund", "", "Zwei", "Eine", "", "", "", "Ein Mann", "Kinder"][: len(sources)]
+    prefix_file = write_lines(tmp_path / "prefixes.de", prefixes)
+    guards = ["--no_repeat_ngram_size=2", "--max_decode_length=0.5x+6"]
+    result = run("translate.py", f"--model_dir={model_dir}", f"--input={source_file}", f"--target_prefix={prefix_file}",
+                 *guards)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "no_repeat_ngram_size=2 (flag), max_decode_length=0.5x+6 (flag)" in result.stderr
+    lines = result.stdout.splitlines()
+    for source, prefix, line in zip(sources, prefixes, lines, strict=True):
+        assert line.startswith(prefix) if source.strip() else line == ""
+
+    from tf_transformer.checkpoints import load_translation_model
+    from tf_transformer.decoding.text import translate_texts
+
+    model, tokenizer, _ = load_translation_model(model_dir)
+    in_process = translate_texts(model, tokenizer, sources, target_prefixes=prefixes, no_repeat_ngram_size=2,
+                                 max_decode_length_ratio=0.5, extra_decode_length=6)  # fmt: skip
+    assert [hypotheses[0][0] for hypotheses in in_process] == lines
+
+    # One clear line for a prefix file of another length and for a bad --max_decode_length.
+    short = write_lines(tmp_path / "short.de", prefixes[:2])
+    for flag, message in ((f"--target_prefix={short}", f"error: --target_prefix: 2 lines for {len(sources)} input"),
+                          ("--max_decode_length=1.5y", "error: --max_decode_length: must be N")):  # fmt: skip
+        refused = run("translate.py", f"--model_dir={model_dir}", f"--input={source_file}", flag)
+        assert refused.returncode == 1 and message in refused.stderr, refused.stderr[-3000:]
+        assert "Fix:" in refused.stderr and "Traceback" not in refused.stderr

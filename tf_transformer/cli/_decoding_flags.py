@@ -10,7 +10,7 @@ import logging
 from absl import flags
 
 from tf_transformer.cli import check_weights_flags
-from tf_transformer.decoding_settings import DEFAULTS, EXTRA_DECODE_LENGTH, METHODS, describe, resolve_settings
+from tf_transformer.decoding_settings import DEFAULTS, METHODS, describe, guard_arguments, resolve_settings
 from tf_transformer.quantization import MODES as QUANTIZE_MODES
 
 CHECKPOINT = flags.DEFINE_string("checkpoint", None, "A checkpoint path prefix, or best (default: the latest).")
@@ -31,12 +31,19 @@ QUANTIZE = flags.DEFINE_enum(
     "quantize", "none", list(QUANTIZE_MODES),
     "int8: quantize the loaded weights to int8 in memory (weight-only, per channel; tf_transformer.quantization).",
 )  # fmt: skip
-MAX_DECODE_LENGTH = flags.DEFINE_integer(
-    "max_decode_length", None, f"Most output tokens a sentence (default: its source length + {EXTRA_DECODE_LENGTH})."
-)
+MAX_DECODE_LENGTH = flags.DEFINE_string(
+    "max_decode_length", DEFAULTS["max_decode_length"],
+    "Most output tokens a sentence: N, or Ax+B for A times its source length (in pieces, EOS included) plus B, "
+    "e.g. 1.5x+10 (default: decoding.json's, else 1.5x+10; the paper's: x+50).",
+)  # fmt: skip
+NO_REPEAT_NGRAM_SIZE = flags.DEFINE_integer(
+    "no_repeat_ngram_size", DEFAULTS["no_repeat_ngram_size"],
+    "Forbid any repeated N-gram of output pieces; 0: off (default: decoding.json's, else 4).",
+)  # fmt: skip
 # Flag -> decoding.json key.
 _SETTING_FLAGS = {
     "beam_size": BEAM_SIZE, "length_penalty": LENGTH_PENALTY, "method": METHOD, "average_last": AVERAGE_LAST,
+    "no_repeat_ngram_size": NO_REPEAT_NGRAM_SIZE, "max_decode_length": MAX_DECODE_LENGTH,
 }  # fmt: skip
 
 
@@ -73,5 +80,5 @@ def decoding_arguments(decoding: dict) -> dict:
         "length_penalty": decoding["length_penalty"],
         "method": decoding["method"],
         "batch_tokens": BATCH_TOKENS.value,
-        "max_decode_length": MAX_DECODE_LENGTH.value,
+        **guard_arguments(decoding),
     }

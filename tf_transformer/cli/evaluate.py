@@ -6,8 +6,8 @@
 
 Either scores a file of translations (--hypotheses), or first translates --sources with a model directory
 (the decoding flags of tft-translate: --checkpoint (a path, or best) or --average_last, --beam_size,
---length_penalty, --method, --batch_tokens, --max_decode_length; those not given come from the model directory's
-decoding.json, as in tft-translate). Files are plain or gzip, one sentence a line,
+--length_penalty, --method, --batch_tokens, --max_decode_length, --no_repeat_ngram_size; those not given come
+from the model directory's decoding.json, as in tft-translate). Files are plain or gzip, one sentence a line,
 aligned by line. --quantize=int8 quantizes the model's weights to int8 in memory first (as in tft-translate).
 Prints {"bleu", "bleu_signature", "chrf", "chrf_signature", "tok_lower_bleu", "sentences", ...}: see
 `tf_transformer.evaluation.score_translations` for what each figure is.
@@ -60,6 +60,7 @@ def translate_sources():
 
 def tune():
     """--tune_on=val: the length penalty with the best validation BLEU, written into decoding.json."""
+    from tf_transformer.decoding_settings import guard_arguments
     from tf_transformer.tuning import tune_length_penalty
 
     if _MODEL_DIR.value is None or any(flag.value is not None for flag in (_REFERENCES, _HYPOTHESES, _SOURCES)):
@@ -79,7 +80,7 @@ def tune():
     return tune_length_penalty(
         _MODEL_DIR.value, penalties, checkpoint=decoding_flags.CHECKPOINT.value, average_last=decoding["average_last"],
         beam_size=decoding["beam_size"], batch_tokens=decoding_flags.BATCH_TOKENS.value,
-        max_decode_length=decoding_flags.MAX_DECODE_LENGTH.value,
+        **guard_arguments(decoding),
     )  # fmt: skip
 
 

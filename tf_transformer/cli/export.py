@@ -8,9 +8,11 @@ Writes --export_dir/<version>/ (the next version number when --version is not gi
 never overwritten) and prints its path. The SavedModel has the signatures serving_default (inputs: string
 [batch] -> outputs: string [batch], scores: float32 [batch]), translate_nbest and translate_ids; the
 tokenizer and beam search run inside the graph. The decoding settings are fixed in the export and recorded in
-its assets/export_config.json: --beam_size, --length_penalty and --average_last default to the model
-directory's decoding.json (as in tft-translate; average_last only without --checkpoint), else to beam 4,
-length penalty 0.6 and the latest checkpoint; one log line says which were used and where each came from.
+its assets/export_config.json: --beam_size, --length_penalty, --average_last, --no_repeat_ngram_size and
+--max_decode_length default to the model directory's decoding.json (as in tft-translate; average_last only
+without --checkpoint), else to beam 4, length penalty 0.6, the latest checkpoint, no repeated 4-gram and
+1.5x+10; one log line says which were used and where each came from. The signature translate_with_prefix
+(inputs, target_prefixes) forces each translation's start (tft-translate --saved_model --target_prefix).
 The export is beam search whatever decoding.json's method. The work is `tf_transformer.export.export_saved_model`.
 --quantize=int8 stores the matrices as int8 (a smaller export; `tf_transformer.quantization`), recorded in
 export_config.json as "quantize".
@@ -21,7 +23,7 @@ import logging as pylogging
 from absl import flags
 
 from tf_transformer.cli import check_weights_flags, exit_on, run_binary
-from tf_transformer.decoding_settings import DEFAULTS, EXTRA_DECODE_LENGTH, describe, resolve_settings
+from tf_transformer.decoding_settings import DEFAULTS, describe, guard_arguments, resolve_settings
 from tf_transformer.quantization import MODES as QUANTIZE_MODES
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.", required=True)
@@ -43,9 +45,15 @@ _N_BEST = flags.DEFINE_integer("n_best", None, "Translations translate_nbest ret
 _QUANTIZE = flags.DEFINE_enum(
     "quantize", "none", list(QUANTIZE_MODES), "int8: export int8 weights (weight-only, per channel; a smaller export)."
 )
-_MAX_DECODE_LENGTH = flags.DEFINE_integer(
-    "max_decode_length", None, f"Most output tokens a sentence (default: its source length + {EXTRA_DECODE_LENGTH})."
-)
+_MAX_DECODE_LENGTH = flags.DEFINE_string(
+    "max_decode_length", DEFAULTS["max_decode_length"],
+    "Most output tokens a sentence: N, or Ax+B for A times its source length plus B (default: decoding.json's, "
+    "else 1.5x+10; the paper's: x+50).",
+)  # fmt: skip
+_NO_REPEAT_NGRAM_SIZE = flags.DEFINE_integer(
+    "no_repeat_ngram_size", DEFAULTS["no_repeat_ngram_size"],
+    "Forbid any repeated N-gram of output pieces; 0: off (default: decoding.json's, else 4).",
+)  # fmt: skip
 
 
 def main(argv):
@@ -55,14 +63,15 @@ def main(argv):
 
     with exit_on(FileNotFoundError, FileExistsError, ValueError):  # ConfigError and DataError are ValueErrors
         check_weights_flags(_CHECKPOINT.value, _AVERAGE_LAST.value)
-        given = {flag.name: flag.value for flag in (_BEAM_SIZE, _LENGTH_PENALTY, _AVERAGE_LAST) if flag.present}
+        setting_flags = (_BEAM_SIZE, _LENGTH_PENALTY, _AVERAGE_LAST, _NO_REPEAT_NGRAM_SIZE, _MAX_DECODE_LENGTH)
+        given = {flag.name: flag.value for flag in setting_flags if flag.present}
         decoding, sources = resolve_settings(given, _MODEL_DIR.value, checkpoint_given=_CHECKPOINT.value is not None)
         del decoding["method"], sources["method"]  # an export is beam search
         pylogging.getLogger("tf_transformer").info(describe(decoding, sources))
         path = export_saved_model(
             _MODEL_DIR.value, _EXPORT_DIR.value, version=_VERSION.value, checkpoint=_CHECKPOINT.value,
             average_last=decoding["average_last"], beam_size=decoding["beam_size"], quantize=_QUANTIZE.value,
-            length_penalty=decoding["length_penalty"], n_best=_N_BEST.value, max_decode_length=_MAX_DECODE_LENGTH.value,
+            length_penalty=decoding["length_penalty"], n_best=_N_BEST.value, **guard_arguments(decoding),
         )  # fmt: skip
     print(path)
 

@@ -21,16 +21,22 @@ checkpoint by validation BLEU (training with --bleu_every keeps it in MODEL_DIR/
 average the last N checkpoints on the fly (nothing is written). Decoding happens in
 `tf_transformer.decoding.text.translate_texts`.
 
-Settings: --beam_size, --length_penalty, --method and --average_last default to MODEL_DIR/decoding.json
-(written by tft-train from the model config; edit it to change them), else to the paper's beam 4, length
-penalty 0.6, no averaging; a flag given wins, and decoding.json's average_last applies only without
+Settings: --beam_size, --length_penalty, --method, --average_last, --no_repeat_ngram_size and
+--max_decode_length default to MODEL_DIR/decoding.json (written by tft-train from the model config; edit it to
+change them), else to the paper's beam 4, length penalty 0.6, no averaging, and the loop guards: no repeated
+4-gram of pieces and at most 1.5 x the source length + 10 tokens (--max_decode_length=1.5x+10; an int N caps
+at N tokens, x+50 is the paper's rule); a flag given wins, and decoding.json's average_last applies only without
 --checkpoint. One log line on stderr says which settings were used and where each came from.
+
+With --target_prefix=FILE (one prefix a line, aligned with the input; an empty line: no prefix) each
+translation starts with its prefix (forced tokens, as CTranslate2's target_prefix; they count in the score).
 
 With --saved_model=DIR instead of --model_dir, it translates with an export of tft-export (DIR is a
 version folder, or the export's base folder for its latest version) through its serving signatures, batched
 the same way, so the output is what --model_dir gives with the settings the model was exported with. The
-decoding flags (--beam_size, --length_penalty, --method, --max_decode_length) and the checkpoint flags are
-fixed in the export and refused here; --n_best may be at most the export's n_best.
+decoding flags (--beam_size, --length_penalty, --method, --max_decode_length, --no_repeat_ngram_size) and the
+checkpoint flags are fixed in the export and refused here; --n_best may be at most the export's n_best;
+--target_prefix uses the export's translate_with_prefix signature.
 
     tft-translate --saved_model=exports/multi30k < test.en > test.hyp.de
 
@@ -52,6 +58,10 @@ _SAVED_MODEL = flags.DEFINE_string(
 _INPUT = flags.DEFINE_string("input", None, "Source sentences, one a line, plain or gzip (default: stdin).")
 _OUTPUT = flags.DEFINE_string("output", None, "Where to write the translations (default: stdout).")
 _N_BEST = flags.DEFINE_integer("n_best", 1, "Hypotheses per sentence; > 1 writes `i ||| text ||| score` lines.")
+_TARGET_PREFIX = flags.DEFINE_string(
+    "target_prefix", None, "Target prefixes, one a line aligned with --input (empty: none): each translation starts "
+    "with its prefix.",
+)  # fmt: skip
 _WITH_ALIGNMENTS = flags.DEFINE_boolean(
     "with_alignments", False,
     "Append word alignments to each line: `translation ||| i-j i-j ...`, source word i (0-based, of the input "
@@ -63,7 +73,8 @@ _WITH_ALIGNMENTS = flags.DEFINE_boolean(
 
 # Fixed when a model is exported: not flags of a translation with --saved_model.
 _EXPORT_SETTINGS = (
-    "checkpoint", "average_last", "beam_size", "length_penalty", "method", "max_decode_length", "quantize",
+    "checkpoint", "average_last", "beam_size", "length_penalty", "method", "max_decode_length", "no_repeat_ngram_size",
+    "quantize",
 )  # fmt: skip
 
 
@@ -96,19 +107,27 @@ def main(argv):
     with exit_on(FileNotFoundError, ValueError):  # ConfigError and DataError are ValueErrors
         check_model_flags()
         sentences = read_sentences(_INPUT.value, "--input")
+        prefixes = None
+        if _TARGET_PREFIX.value is not None:
+            prefixes = read_sentences(_TARGET_PREFIX.value, "--target_prefix")
+            if len(prefixes) != len(sentences):
+                raise ValueError(
+                    f"--target_prefix: {len(prefixes)} lines for {len(sentences)} input lines. Fix: give one prefix a "
+                    "line for each input line (an empty line for none)."
+                )
         with progress_bar(len(sentences), "sentence", shown=_OUTPUT.value is not None) as progress:
             if _SAVED_MODEL.value is not None:
                 from tf_transformer.export import translate_with_saved_model
 
                 results = translate_with_saved_model(
                     _SAVED_MODEL.value, sentences, n_best=_N_BEST.value,
-                    batch_tokens=decoding_flags.BATCH_TOKENS.value, progress=progress,
+                    batch_tokens=decoding_flags.BATCH_TOKENS.value, progress=progress, target_prefixes=prefixes,
                 )  # fmt: skip
             else:
                 decoding = decoding_flags.settings(_MODEL_DIR.value)
                 model, tokenizer, _ = decoding_flags.load_model(_MODEL_DIR.value, decoding)
                 results = translate_texts(
-                    model, tokenizer, sentences, n_best=_N_BEST.value, progress=progress,
+                    model, tokenizer, sentences, n_best=_N_BEST.value, progress=progress, target_prefixes=prefixes,
                     with_alignments=_WITH_ALIGNMENTS.value, **decoding_flags.decoding_arguments(decoding),
                 )  # fmt: skip
     write_output(_OUTPUT.value, format_results(results, scored=_N_BEST.value > 1))

@@ -33,6 +33,8 @@ class TextTranslator:
     Attributes:
         decode: the `tf.function`: int32 source ids `[batch, source_len]` -> (ids `[batch, n_best, T]`,
             scores `[batch, n_best]`), the `tf_transformer.decoding.translate` convention.
+        decode_with_prefix: the same with a second argument, int32 target prefix ids `[batch, prefix_len]`
+            (0-padded), traced the first time a call has a prefix.
         align: with `with_alignments`, the `tf.function` of `alignment.align_ids` (source ids, target ids), else
             None.
     """
@@ -48,6 +50,8 @@ class TextTranslator:
         batch_tokens: int = 4096,
         max_decode_length: Optional[int] = None,
         extra_decode_length: int = rules.EXTRA_DECODE_LENGTH,
+        no_repeat_ngram_size: int = 0,
+        max_decode_length_ratio: float = 1.0,
         with_alignments: bool = False,
         alignment_layer: Optional[int] = None,
     ):
@@ -73,14 +77,18 @@ class TextTranslator:
             max_decode_length=max_decode_length,
             extra_decode_length=extra_decode_length,
             method=method,
+            no_repeat_ngram_size=no_repeat_ngram_size,
+            max_decode_length_ratio=max_decode_length_ratio,
         )
 
-        def decode(source_ids):
-            result = translate(model, source_ids, **settings)
+        def decode(source_ids, target_prefix_ids=None):
+            result = translate(model, source_ids, target_prefix_ids=target_prefix_ids, **settings)
             return result.ids, result.scores
 
-        self.decode = tf.function(decode, input_signature=[tf.TensorSpec([None, None], tf.int32)])
+        spec = tf.TensorSpec([None, None], tf.int32)
+        self.decode = tf.function(decode, input_signature=[spec])
         self.decode.get_concrete_function()  # trace now: a bad setting (e.g. n_best > beam_size) fails here
+        self.decode_with_prefix = tf.function(decode, input_signature=[spec, spec])
         self.align = None
         if with_alignments:
             alignment.alignment_layer(model.config.num_decoder_layers, alignment_layer)  # a bad layer fails here
@@ -91,11 +99,18 @@ class TextTranslator:
             )
 
     def __call__(
-        self, sentences: Sequence[str], progress: Optional[Callable[[int, int], None]] = None
+        self,
+        sentences: Sequence[str],
+        progress: Optional[Callable[[int, int], None]] = None,
+        target_prefixes: Optional[Sequence[str]] = None,
     ) -> List[List[Tuple[str, float]]]:
         """Translations of `sentences` in input order; see `translate_texts`."""
         sentences = check_sentences(sentences)
         sources = self._encode(sentences)
+        prefixes = None
+        if target_prefixes is not None:
+            prefixes = encode_prefixes(self.tokenizer, check_prefixes(target_prefixes, len(sentences)),
+                                       self.model.config.max_length)  # fmt: skip
         source_words = alignment.source_word_maps(self.tokenizer, sentences) if self.align is not None else None
 
         def translate_batch(batch):
@@ -103,7 +118,11 @@ class TextTranslator:
             source_ids = np.zeros((len(batch), width), np.int32)
             for row, index in enumerate(batch):
                 source_ids[row, : len(sources[index])] = sources[index]
-            ids, scores = self.decode(tf.constant(source_ids))
+            prefix_ids = prefix_batch(prefixes, batch)
+            if prefix_ids is None:
+                ids, scores = self.decode(tf.constant(source_ids))
+            else:
+                ids, scores = self.decode_with_prefix(tf.constant(source_ids), tf.constant(prefix_ids))
             texts = self.tokenizer.detokenize(tf.reshape(ids, [-1, tf.shape(ids)[-1]])).numpy()
             texts = texts.reshape(len(batch), self.n_best)
             scores = scores.numpy()
@@ -164,6 +183,52 @@ def encode_sentences(tokenizer, sentences: List[str], max_length: int, eos_id: i
                 truncated += 1
             encoded.append(rules.truncate_source(row, max_length, eos_id))
     return encoded, truncated
+
+
+def check_prefixes(target_prefixes: Sequence[str], count: int) -> List[str]:
+    """`target_prefixes` as a list of str, one per sentence: a ValueError when the counts differ, a TypeError
+    naming the first item that is not a str."""
+    target_prefixes = list(target_prefixes)
+    if len(target_prefixes) != count:
+        raise ValueError(
+            f"target_prefixes: {len(target_prefixes)} prefixes for {count} sentences. Fix: give one prefix per "
+            "sentence, \"\" for none."
+        )
+    for index, prefix in enumerate(target_prefixes):
+        if not isinstance(prefix, str):
+            raise TypeError(f"target_prefixes[{index}]: expected a str, got {type(prefix).__name__}.")
+    return target_prefixes
+
+
+def encode_prefixes(tokenizer, target_prefixes: List[str], max_length: int) -> List[np.ndarray]:
+    """Each prefix's target ids, without EOS, cut to its first `max_length - 1` tokens (room for the EOS; a
+    warning counts the cut ones); an empty or blank prefix gives no ids."""
+    encoded, truncated = [], 0
+    limit = rules.source_token_limit(max_length)
+    for start in range(0, len(target_prefixes), _TOKENIZE_CHUNK):
+        tokens = tokenizer.tokenize(target_prefixes[start : start + _TOKENIZE_CHUNK])
+        flat = tokens.flat_values.numpy().astype(np.int32)
+        ends = np.cumsum(tokens.row_lengths().numpy())
+        for row in np.split(flat, ends[:-1]) if len(ends) else []:
+            truncated += len(row) > limit
+            encoded.append(row[:limit])
+    if truncated:
+        logger.warning("%d target prefixes have more than %d tokens: cut to their first %d.", truncated, limit, limit)
+    return encoded
+
+
+def prefix_batch(prefixes: Optional[List[np.ndarray]], batch: List[int]) -> Optional[np.ndarray]:
+    """int32 `[len(batch), longest]`, the prefixes of the sentences `batch` 0-padded, or None when none of them
+    has one (the decoder without prefixes then runs)."""
+    if prefixes is None:
+        return None
+    width = max(len(prefixes[index]) for index in batch)
+    if width == 0:
+        return None
+    prefix_ids = np.zeros((len(batch), width), np.int32)
+    for row, index in enumerate(batch):
+        prefix_ids[row, : len(prefixes[index])] = prefixes[index]
+    return prefix_ids
 
 
 def check_sentences(sentences: Sequence[str]) -> List[str]:
@@ -268,6 +333,9 @@ def translate_texts(
     max_decode_length: Optional[int] = None,
     extra_decode_length: int = rules.EXTRA_DECODE_LENGTH,
     progress: Optional[Callable[[int, int], None]] = None,
+    no_repeat_ngram_size: int = 0,
+    max_decode_length_ratio: float = 1.0,
+    target_prefixes: Optional[Sequence[str]] = None,
     with_alignments: bool = False,
     alignment_layer: Optional[int] = None,
 ) -> List[List[Tuple[str, float]]]:
@@ -290,6 +358,12 @@ def translate_texts(
             `tf_transformer.decoding.translate` (the paper: beam 4, alpha 0.6, source length + 50).
         batch_tokens: source tokens per batch (padding included).
         progress: called as `progress(done, total)` (sentences) after each batch.
+        no_repeat_ngram_size, max_decode_length_ratio: as in `translate` (the guard against repeated n-grams,
+            0: off; the length cap floor(ratio * source length) + extra_decode_length).
+        target_prefixes: None, or one str per sentence ("" for none): each translation starts with its prefix's
+            tokens (forced, as CTranslate2's target_prefix; their log-probabilities count in the score). The
+            prefix is tokenized as a sentence is (cut to `max_length - 1` tokens), so the translation's text
+            starts with it up to the detokenizer's spacing. An empty source sentence still gets "".
         with_alignments: also give each hypothesis its word alignment (`tf_transformer.decoding.alignment`:
             one teacher-forced pass over the output, the cross-attention of `alignment_layer`, default the
             penultimate decoder layer, averaged over its heads).
@@ -315,7 +389,9 @@ def translate_texts(
         batch_tokens=batch_tokens,
         max_decode_length=max_decode_length,
         extra_decode_length=extra_decode_length,
+        no_repeat_ngram_size=no_repeat_ngram_size,
+        max_decode_length_ratio=max_decode_length_ratio,
         with_alignments=with_alignments,
         alignment_layer=alignment_layer,
     )
-    return translator(sentences, progress=progress)
+    return translator(sentences, progress=progress, target_prefixes=target_prefixes)

@@ -47,6 +47,8 @@ def export_saved_model(
     extra_decode_length: int = EXTRA_DECODE_LENGTH,
     average_last: Optional[int] = None,
     quantize: str = "none",
+    max_decode_length_ratio: float = 1.0,
+    no_repeat_ngram_size: int = 0,
 ) -> pathlib.Path:
     """Exports a trained model directory as `export_dir/<version>/`, a SavedModel for TensorFlow Serving.
 
@@ -70,7 +72,8 @@ def export_saved_model(
         export_dir: the model's base folder (the one TensorFlow Serving's `--model_base_path` names).
         version: the version number; None for one more than the highest version in `export_dir` (1 first).
         checkpoint: as in `load_translation_model`: None for the latest; a path prefix or a folder.
-        beam_size, length_penalty, n_best, max_decode_length, extra_decode_length: see `TranslationModule`.
+        beam_size, length_penalty, n_best, max_decode_length, extra_decode_length, max_decode_length_ratio,
+            no_repeat_ngram_size: see `TranslationModule` (fixed in the export, recorded in export_config.json).
         average_last: instead of `checkpoint`, export the average of the last N checkpoints (computed in memory).
         quantize: "int8" to store the matrices as int8 (`tf_transformer.quantization.quantize_model`; TensorFlow
             core ops only, so TensorFlow Serving runs it), "none" for float32.
@@ -106,6 +109,8 @@ def export_saved_model(
         n_best=n_best,
         max_decode_length=max_decode_length,
         extra_decode_length=extra_decode_length,
+        max_decode_length_ratio=max_decode_length_ratio,
+        no_repeat_ngram_size=no_repeat_ngram_size,
     )
     settings = {
         **module.settings,
@@ -119,6 +124,8 @@ def export_saved_model(
             "serving_default": "inputs: string [batch] -> outputs: string [batch], scores: float32 [batch]",
             "translate_nbest": "inputs: string [batch] -> outputs: string [batch, n_best], scores: float32 "
             "[batch, n_best]",
+            "translate_with_prefix": "inputs: string [batch], target_prefixes: string [batch] -> outputs: string "
+            "[batch], scores: float32 [batch]",
             "translate_ids": "source_ids: int32 [batch, source_len] -> output_ids: int32 [batch, T], scores: "
             "float32 [batch]",
         },

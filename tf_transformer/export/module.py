@@ -33,6 +33,10 @@ class TranslationModule(tf.Module):
       the best translation of each sentence and its length-penalised log-probability.
     - `translate_nbest(inputs: tf.string [batch]) -> {"outputs": tf.string [batch, n_best],
       "scores": float32 [batch, n_best]}`: the `n_best` best, best first (beam search run with `n_best`).
+    - `translate_with_prefix(inputs: tf.string [batch], target_prefixes: tf.string [batch]) -> {"outputs":
+      tf.string [batch], "scores": float32 [batch]}`: as `serving_default`, each translation starting with its
+      prefix ("" for none; forced tokens, counted in the score; cut to `max_length - 1` tokens). A second
+      signature rather than an optional input, as TensorFlow Serving's signatures have no optional inputs.
     - `translate_ids(source_ids: int32 [batch, source_len]) -> {"output_ids": int32 [batch, T],
       "scores": float32 [batch]}`: for callers who tokenize outside the graph. A row's source is its ids
       before the first 0 (padding) or EOS; the EOS is added here. Output ids are the best hypothesis
@@ -56,8 +60,9 @@ class TranslationModule(tf.Module):
     Args:
         model: a built `Transformer` with trained weights.
         tokenizer: its `tf_transformer.data.Tokenizer`.
-        beam_size, length_penalty, max_decode_length, extra_decode_length: the decoding settings, as in
-            `tf_transformer.decoding.translate` (the paper: beam 4, alpha 0.6, source length + 50).
+        beam_size, length_penalty, max_decode_length, extra_decode_length, max_decode_length_ratio,
+            no_repeat_ngram_size: the decoding settings, as in `tf_transformer.decoding.translate` (the paper: beam
+            4, alpha 0.6, source length + 50, no n-gram ban).
         n_best: hypotheses `translate_nbest` returns, 1 <= n_best <= beam_size; None means beam_size.
 
     Raises:
@@ -80,11 +85,14 @@ class TranslationModule(tf.Module):
         n_best: Optional[int] = None,
         max_decode_length: Optional[int] = None,
         extra_decode_length: int = rules.EXTRA_DECODE_LENGTH,
+        max_decode_length_ratio: float = 1.0,
+        no_repeat_ngram_size: int = 0,
     ):
         super().__init__(name="translation")
         n_best = beam_size if n_best is None else n_best
         rules.check_beam_arguments(beam_size, length_penalty, n_best)
-        rules.check_length_arguments(max_decode_length, extra_decode_length)
+        rules.check_length_arguments(max_decode_length, extra_decode_length, 0, max_decode_length_ratio)
+        rules.check_no_repeat_ngram_size(no_repeat_ngram_size)
         if tokenizer.vocab_size != model.config.vocab_size:
             raise ValueError(
                 f"tokenizer: {tokenizer.vocab_size} tokens, but the model's vocab_size is {model.config.vocab_size}. "
@@ -100,26 +108,31 @@ class TranslationModule(tf.Module):
             n_best=self.n_best,
             max_decode_length=max_decode_length,
             extra_decode_length=int(extra_decode_length),
+            max_decode_length_ratio=float(max_decode_length_ratio),
+            no_repeat_ngram_size=int(no_repeat_ngram_size),
         )
         decode_settings = {key: value for key, value in self.settings.items() if key != "n_best"}
-        spec = [tf.TensorSpec([None, None], tf.int32)]
+        spec = tf.TensorSpec([None, None], tf.int32)
 
-        def decoder(n_best):
-            def decode(source_ids):
-                result = translate(model, source_ids, n_best=n_best, **decode_settings)
+        def decoder(n_best, with_prefix=False):
+            def decode(source_ids, target_prefix_ids=None):
+                result = translate(model, source_ids, n_best=n_best, target_prefix_ids=target_prefix_ids,
+                                   **decode_settings)  # fmt: skip
                 return result.ids, result.scores
 
-            return tf.function(decode, input_signature=spec, autograph=False)
+            return tf.function(decode, input_signature=[spec, spec] if with_prefix else [spec], autograph=False)
 
         # serving_default runs its own 1-best search: it may stop earlier than an n-best one.
         self._decode_best = decoder(1)
         self._decode_n_best = self._decode_best if self.n_best == 1 else decoder(self.n_best)
+        self._decode_best_with_prefix = decoder(1, with_prefix=True)
 
     def signatures(self) -> dict:
         """The signature name -> function mapping for `tf.saved_model.save(..., signatures=...)`."""
         return {
             "serving_default": self.serving_default,
             "translate_nbest": self.translate_nbest,
+            "translate_with_prefix": self.translate_with_prefix,
             "translate_ids": self.translate_ids,
         }
 
@@ -132,6 +145,16 @@ class TranslationModule(tf.Module):
     def translate_nbest(self, inputs):
         texts, scores = self._translate_texts(inputs, self._decode_n_best, self.n_best)
         return {"outputs": texts, "scores": scores}
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None], tf.string, name="inputs"), tf.TensorSpec([None], tf.string, name="target_prefixes")
+        ],
+        autograph=False,
+    )
+    def translate_with_prefix(self, inputs, target_prefixes):
+        texts, scores = self._translate_texts(inputs, self._decode_best_with_prefix, 1, target_prefixes)
+        return {"outputs": texts[:, 0], "scores": scores[:, 0]}
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")], autograph=False)
     def translate_ids(self, source_ids):
@@ -156,9 +179,18 @@ class TranslationModule(tf.Module):
 
     # --------------------------------------------------------------------------------------------- helpers
 
-    def _translate_texts(self, inputs, decode, n_best):
-        """Strings [batch] -> texts tf.string [batch, n_best], scores float32 [batch, n_best]."""
-        ids, scores, rows = self._translate_tokens(self.tokenizer.tokenize(_valid_utf8(inputs)), decode, n_best)
+    def _translate_texts(self, inputs, decode, n_best, target_prefixes=None):
+        """Strings [batch] (and prefix strings [batch], for a `decode` that takes prefix ids) -> texts tf.string
+        [batch, n_best], scores float32 [batch, n_best]."""
+        prefix_tokens = None
+        if target_prefixes is not None:
+            checks = [tf.debugging.assert_equal(tf.shape(target_prefixes), tf.shape(inputs),
+                                                message="target_prefixes: one prefix per input sentence")]  # fmt: skip
+            with tf.control_dependencies(checks):
+                prefix_tokens = self.tokenizer.tokenize(_valid_utf8(target_prefixes))
+            prefix_tokens = tf.cast(prefix_tokens[:, : self.max_source_tokens], tf.int32)  # room for the EOS
+        tokens = self.tokenizer.tokenize(_valid_utf8(inputs))
+        ids, scores, rows = self._translate_tokens(tokens, decode, n_best, prefix_tokens)
         texts = self.tokenizer.detokenize(tf.reshape(ids, [-1, tf.shape(ids)[-1]]))
         texts = tf.reshape(_valid_utf8(texts), [-1, n_best])
         # One extra row, "" and 0.0, for the sentences that were not decoded.
@@ -166,8 +198,9 @@ class TranslationModule(tf.Module):
         scores = tf.concat([scores, tf.zeros([1, n_best])], axis=0)
         return tf.gather(texts, rows), tf.gather(scores, rows)
 
-    def _translate_tokens(self, tokens, decode, n_best):
-        """Decodes the rows of ragged int32 tokens [batch, (tokens)] that have tokens, longest first.
+    def _translate_tokens(self, tokens, decode, n_best, prefix_tokens=None):
+        """Decodes the rows of ragged int32 tokens [batch, (tokens)] that have tokens, longest first (with
+        ragged int32 `prefix_tokens` [batch, (prefix)], the prefix of each row, for a `decode` that takes them).
 
         Returns:
             ids int32 [decoded, n_best, T] and scores float32 [decoded, n_best] of the decoded rows, in
@@ -182,9 +215,12 @@ class TranslationModule(tf.Module):
         order = tf.argsort(-tf.boolean_mask(lengths, has_tokens), stable=True)
         source_ids = tf.gather(tf.ragged.boolean_mask(sources, has_tokens), order).to_tensor()
         decoded = tf.shape(order)[0]
+        inputs = (source_ids,)
+        if prefix_tokens is not None:
+            inputs += (tf.gather(tf.ragged.boolean_mask(prefix_tokens, has_tokens), order).to_tensor(),)
         ids, scores = tf.cond(
             decoded > 0,
-            lambda: decode(source_ids),
+            lambda: decode(*inputs),
             lambda: (tf.zeros([0, n_best, 0], tf.int32), tf.zeros([0, n_best], tf.float32)),
         )
         rank = tf.cumsum(tf.cast(has_tokens, tf.int32)) - 1  # each row's index among the rows with tokens

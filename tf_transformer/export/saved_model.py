@@ -18,7 +18,7 @@ from typing import Callable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import tensorflow as tf
 
-from tf_transformer.decoding.text import check_sentences, translate_in_batches, warn_truncated
+from tf_transformer.decoding.text import check_prefixes, check_sentences, translate_in_batches, warn_truncated
 from tf_transformer.export.exporter import EXPORT_CONFIG_FILE, next_version
 from tf_transformer.rules import is_int
 
@@ -87,11 +87,27 @@ class SavedModelTranslator:
         self.signature = self.loaded.signatures[name]
 
     def __call__(
-        self, sentences: Sequence[str], progress: Optional[Callable[[int, int], None]] = None
+        self,
+        sentences: Sequence[str],
+        progress: Optional[Callable[[int, int], None]] = None,
+        target_prefixes: Optional[Sequence[str]] = None,
     ) -> List[List[Tuple[str, float]]]:
         """Translations of `sentences` in input order: `n_best` (text, score) pairs each, best first; a
-        sentence without tokens gets "" and 0.0. `progress(done, total)` is called after each batch."""
+        sentence without tokens gets "" and 0.0. `progress(done, total)` is called after each batch.
+        `target_prefixes` (one str per sentence, "" for none) go through the `translate_with_prefix` signature
+        (1-best), as `translate_texts`' target_prefixes."""
         sentences = check_sentences(sentences)
+        signature, prefixes = self.signature, None
+        if target_prefixes is not None:
+            prefixes = np.array([p.encode("utf-8") for p in check_prefixes(target_prefixes, len(sentences))], object)
+            if "translate_with_prefix" not in self.loaded.signatures:
+                raise ValueError(
+                    f"target_prefixes: the export {self.export_dir} has no translate_with_prefix signature (an "
+                    "older export). Fix: export the model directory again with tft-export."
+                )
+            if self.n_best != 1:
+                raise ValueError("n_best: target prefixes give 1 translation per sentence. Fix: use n_best=1.")
+            signature = self.loaded.signatures["translate_with_prefix"]
         total = len(sentences)
         encoded = np.array([sentence.encode("utf-8") for sentence in sentences], dtype=object)
         counts = np.concatenate(
@@ -103,7 +119,11 @@ class SavedModelTranslator:
         lengths = np.minimum(counts, max_source_tokens) + 1  # the source ids the model sees, EOS included
 
         def translate_batch(batch):
-            output = self.signature(inputs=tf.constant(encoded[batch], tf.string))
+            if prefixes is None:
+                output = signature(inputs=tf.constant(encoded[batch], tf.string))
+            else:
+                given = tf.constant(prefixes[batch], tf.string)
+                output = signature(inputs=tf.constant(encoded[batch], tf.string), target_prefixes=given)
             texts = output["outputs"].numpy().reshape(len(batch), -1)
             scores = output["scores"].numpy().reshape(len(batch), -1)
             return [
@@ -120,6 +140,8 @@ def translate_with_saved_model(
     n_best: int = 1,
     batch_tokens: int = 4096,
     progress: Optional[Callable[[int, int], None]] = None,
+    target_prefixes: Optional[Sequence[str]] = None,
 ) -> List[List[Tuple[str, float]]]:
     """Translates sentences with an export; see `SavedModelTranslator`."""
-    return SavedModelTranslator(export_dir, n_best=n_best, batch_tokens=batch_tokens)(sentences, progress=progress)
+    translator = SavedModelTranslator(export_dir, n_best=n_best, batch_tokens=batch_tokens)
+    return translator(sentences, progress=progress, target_prefixes=target_prefixes)
