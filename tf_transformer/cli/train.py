@@ -18,7 +18,7 @@ from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.data.config import DataConfig
 from tf_transformer.data.errors import DataError, VocabularyInterrupted
 from tf_transformer.errors import CheckpointError, PeerWorkerLost, TrainingDiverged, TrainingInterrupted
-from tf_transformer.training.train_config import PRECISIONS, STRATEGIES, TrainConfig
+from tf_transformer.training.train_config import BUDGET_SCHEDULES, PRECISIONS, STRATEGIES, TrainConfig
 
 # Model.
 _CONFIG = flags.DEFINE_string(
@@ -68,6 +68,17 @@ _TIME_LIMIT_MINUTES = flags.DEFINE_float(
     _DEFAULTS["time_limit_minutes"],
     "Stop after this many minutes (from the start, vocabulary included) with a checkpoint, even before "
     "--train_steps; run again to go on.",
+)
+_BUDGET_SCHEDULE = flags.DEFINE_enum(
+    "budget_schedule",
+    _DEFAULTS["budget_schedule"],
+    BUDGET_SCHEDULES,
+    "auto: with --time_limit_minutes, predict the steps the limit holds from measured step times, decay the "
+    "learning rate linearly to zero there and stop at that step; on: also without a limit (zero at --train_steps); "
+    "off: the schedule as it is.",
+)
+_BUDGET_DECAY_FRACTION = flags.DEFINE_float(
+    "budget_decay_fraction", _DEFAULTS["budget_decay_fraction"], "Share of the predicted steps the rate decays over."
 )
 _CHECKPOINT_EVERY = flags.DEFINE_integer(
     "checkpoint_every", _DEFAULTS["checkpoint_every"], "Steps between checkpoints and validations."
@@ -148,7 +159,8 @@ def main(argv):
             data_config = DataConfig(**data_values, seed=_SEED.value, deterministic=_DETERMINISTIC.value)
             train_config = TrainConfig(
                 model_dir=_MODEL_DIR.value, train_steps=_TRAIN_STEPS.value,
-                time_limit_minutes=_TIME_LIMIT_MINUTES.value, checkpoint_every=_CHECKPOINT_EVERY.value,
+                time_limit_minutes=_TIME_LIMIT_MINUTES.value, budget_schedule=_BUDGET_SCHEDULE.value,
+                budget_decay_fraction=_BUDGET_DECAY_FRACTION.value, checkpoint_every=_CHECKPOINT_EVERY.value,
                 keep_checkpoints=_KEEP_CHECKPOINTS.value, strategy=_STRATEGY.value,
                 num_cpu_devices=_NUM_CPU_DEVICES.value, mixed_precision=_MIXED_PRECISION.value,
                 jit_compile=_JIT_COMPILE.value, log_every=_LOG_EVERY.value,

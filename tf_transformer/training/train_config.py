@@ -12,9 +12,10 @@ from tf_transformer.files import write_atomically
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
-# Written beside the fields in train_config.json when "auto" was resolved (see `TrainConfig.to_json`); they only
-# inform, so `from_dict` drops them.
-RESOLUTION_FIELDS = ("mixed_precision_requested", "mixed_precision_reason")
+BUDGET_SCHEDULES = ("auto", "on", "off")
+# Written beside the fields in train_config.json: how "auto" precision was resolved (see `TrainConfig.to_json`)
+# and a time-limited run's plan (`tf_transformer.training.budget`); they describe the run, so `from_dict` drops them.
+RESOLUTION_FIELDS = ("mixed_precision_requested", "mixed_precision_reason", "budget")
 # A fine-tuning run's source (`fine_tuning.InitSource.record`), written beside the fields; it informs only.
 INITIALIZED_FROM = "initialized_from"
 
@@ -31,6 +32,13 @@ class TrainConfig(JsonConfig):
             the validation of the shortened epoch runs, and a checkpoint is saved at the step reached, so leave
             a minute or two of margin. A restart resumes from there with the limit counted anew (so "an hour
             on any machine, at most `train_steps`"). None: no limit. Not with "multi_worker_mirrored".
+        budget_schedule: fit the learning rate to the run's budget (`tf_transformer.training.budget`; the plan
+            goes in `train_config.json` under "budget"). "auto": with `time_limit_minutes`, predict the steps the
+            limit holds from the run's measured step times, decay the rate linearly to zero at that step and stop
+            there; without a limit, the schedule as it is. "on": the same, and without a time limit the rate
+            decays to zero at `train_steps`. "off" (the default for now): the schedule as it is (a time limit
+            cuts it off).
+        budget_decay_fraction: the share of the planned steps the rate decays over (0 < f < 1).
         checkpoint_every: steps between checkpoints (also the period of validation).
         keep_checkpoints: how many recent checkpoints to keep (averaging needs several).
         strategy: "auto" (mirrored over all GPUs when there are several, else one device),
@@ -75,6 +83,9 @@ class TrainConfig(JsonConfig):
     model_dir: str
     train_steps: int = 100000
     time_limit_minutes: Optional[float] = None
+    # "off" until the recipe is measured with it on Multi30k (issue 26): the README's results are "off" runs.
+    budget_schedule: str = "off"
+    budget_decay_fraction: float = 0.2
     checkpoint_every: int = 1000
     keep_checkpoints: int = 5
     strategy: str = "auto"
@@ -116,6 +127,13 @@ class TrainConfig(JsonConfig):
                 f"time_limit_minutes: must be positive or null, got {self.time_limit_minutes!r}. Fix: set it > 0, "
                 "or leave it out for no limit."
             )
+        if not 0 < self.budget_decay_fraction < 1:
+            raise ConfigError(
+                f"budget_decay_fraction: must be between 0 and 1, got {self.budget_decay_fraction!r}. Fix: e.g. 0.2 "
+                "(the learning rate decays over the last 20% of the predicted steps)."
+            )
+        if self.budget_schedule not in BUDGET_SCHEDULES:
+            raise ConfigError(unknown_option("budget_schedule", self.budget_schedule, BUDGET_SCHEDULES))
         if self.strategy not in STRATEGIES:
             raise ConfigError(unknown_option("strategy", self.strategy, STRATEGIES))
         if self.mixed_precision not in PRECISIONS:

@@ -36,6 +36,7 @@ from tf_transformer.model_dir import (
     VOCAB_DIR,
 )
 from tf_transformer.models import Transformer
+from tf_transformer.training import budget as budget_lib
 from tf_transformer.training import fine_tuning
 from tf_transformer.training.callbacks import (
     CheckpointEveryEpoch,
@@ -224,9 +225,13 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
         logger.info("%s (the run's own %s: not scanned again)", report.summary(), DATA_REPORT_FILE)
     resolved = model_config.replace(vocab_size=tokenizer.vocab_size, target_vocab_size=None)
 
+    # Time-limited runs fit their learning rate to the steps the limit holds (training/budget.py).
+    budgeted = train_config.budget_schedule == "on" or (
+        train_config.budget_schedule == "auto" and train_config.time_limit_minutes is not None
+    )
     with strategy.scope():
         model = Transformer(resolved)
-        optimizer = make_optimizer(resolved)
+        optimizer = make_optimizer(resolved, budget=budgeted)
         loss = make_loss(resolved)
         if not multi_worker:
             metrics = [MaskedAccuracy(resolved.pad_id), TokenCount(resolved.pad_id)]
@@ -258,11 +263,20 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
         checkpoint, str(model_dir / CHECKPOINT_DIR), max_to_keep=train_config.keep_checkpoints
     )
 
+    plan = None
+    if budgeted:  # read before train_config.json is written again: a restart continues or follows the last plan
+        plan = budget_lib.plan_for_start(
+            budget_lib.read_plan(model_dir / TRAIN_CONFIG_FILE), start_step, train_config.time_limit_minutes,
+            train_config.budget_decay_fraction, rewarm_steps=max(resolved.warmup_steps // 4, 1),
+            train_steps=train_config.train_steps,
+        )  # fmt: skip
     if is_chief:
         update_decoding_json(model_dir, resolved)  # before config.json, which it compares with
         resolved.to_json(model_dir / CONFIG_FILE)
         data_config.to_json(model_dir / DATA_CONFIG_FILE)
         train_config.to_json(model_dir / TRAIN_CONFIG_FILE, precision=precision, initialized_from=initialized_from)
+        if plan is not None:
+            budget_lib.write_plan(model_dir / TRAIN_CONFIG_FILE, plan)
         report.to_json(model_dir / DATA_REPORT_FILE)
 
     replicas = strategy.num_replicas_in_sync
@@ -316,9 +330,15 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
                 deadline = None if train_config.time_limit_minutes is None else (
                     started + 60 * train_config.time_limit_minutes
                 )
+                budget = None if plan is None else budget_lib.FitToBudget(
+                    optimizer.budget_schedule, plan, deadline, 60 * (train_config.time_limit_minutes or 0),
+                    optimizer.iterations, train_config.train_steps,
+                    functools.partial(_save_plan, model_dir / TRAIN_CONFIG_FILE),
+                    repredict_every=min(max(train_config.checkpoint_every, 100), 1000),
+                )  # fmt: skip
                 history = _fit(
                     model, train_dataset, valid_dataset, manager, train_config, model_dir, bleu, stop_signals, deadline,
-                    resume_state, started,
+                    resume_state, started, budget,
                 )  # fmt: skip
     except TrainingDiverged:  # a non-finite loss (StopOnNonFiniteLoss) or weights (the check before a save)
         raise TrainingDiverged(
@@ -336,6 +356,11 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
     )  # fmt: skip
 
 
+def _save_plan(train_config_path: pathlib.Path, plan) -> None:
+    budget_lib.write_plan(train_config_path, plan)
+    logger.info("Time budget: %s.", plan.describe())
+
+
 def _check_settings(model_config, data_config, train_config, multi_worker) -> None:
     model_dir = pathlib.Path(train_config.model_dir)
     _check_same_run(model_dir, DATA_CONFIG_FILE, data_config.to_dict())
@@ -351,6 +376,11 @@ def _check_settings(model_config, data_config, train_config, multi_worker) -> No
             "bleu_every: validation BLEU during training is not supported with strategy=multi_worker_mirrored (its "
             "custom loop runs no Keras callbacks, and the chief decoding alone would stall the other workers). Fix: "
             "set --bleu_every=0 and score checkpoints afterwards with tools/evaluate.py --checkpoint=PATH."
+        )
+    if train_config.budget_schedule == "on" and multi_worker:
+        raise ConfigError(
+            "budget_schedule: not supported with strategy=multi_worker_mirrored (its custom loop runs no Keras "
+            "callbacks). Fix: leave it at auto or off."
         )
     if train_config.time_limit_minutes is not None and multi_worker:
         raise ConfigError(
@@ -521,6 +551,7 @@ def _fit(
     deadline=None,
     resume_state=None,
     started=None,
+    budget=None,
 ) -> dict:
     """`model.fit` in epochs of `checkpoint_every` steps, from the restored step to `train_steps`, or until
     `deadline` (a `time.monotonic()` reading; None: none) has passed.
@@ -530,6 +561,7 @@ def _fit(
     step in progress and raises `TrainingInterrupted`, after which the TensorBoard writers are closed.
     `resume_state`, a `ResumeState` or None: its input position advances with every step, before the save.
     `started`, the `time.monotonic()` reading at the start of the run, for the log line of the first step.
+    `budget`, a `FitToBudget` or None: fits the learning rate to the time limit and stops at the planned end.
     """
     step = model.optimizer.iterations
     writers = [
@@ -542,6 +574,7 @@ def _fit(
         StopAtStep(train_config.train_steps, step),
         *([] if started is None else [LogFirstStep(started, step)]),
         *([] if deadline is None else [StopAtTimeLimit(deadline, step)]),
+        *([] if budget is None else [budget]),
         CheckpointEveryEpoch(manager, step, stop_signals, train_config.checkpoint_every),
         *writers,
     ]
