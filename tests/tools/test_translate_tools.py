@@ -105,8 +105,8 @@ def test_translate_reads_stdin_keeps_the_lines_and_matches_translate_texts(model
 def test_translate_greedy_and_n_best(model_dir, sources, tmp_path):
     source_file = write_lines(tmp_path / "sources.en", sources)
     greedy = run(
-        "translate.py", f"--model_dir={model_dir}", "--method=greedy", "--with_alignments", *DECODING,
-        stdin=source_file.read_text(),
+        "translate.py", f"--model_dir={model_dir}", "--method=greedy", "--with_alignments", "--alignment_layer=-1",
+        *DECODING, stdin=source_file.read_text(),
     )  # fmt: skip
     assert greedy.returncode == 0, greedy.stderr[-3000:]
     assert len(greedy.stdout.splitlines()) == len(sources)
@@ -245,6 +245,9 @@ def test_alignments_need_a_model_directory(tmp_path):
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1].startswith("error: --with_alignments: ")
     assert "Fix: translate with --model_dir" in result.stderr and "Traceback" not in result.stderr
+    result = run("translate.py", f"--model_dir={tmp_path}", "--alignment_layer=1", stdin="A dog.\n")
+    assert result.returncode == 1
+    assert "error: --alignment_layer: only with --with_alignments. Fix:" in result.stderr
 
 
 def test_export_takes_its_settings_from_decoding_json(tuned, tmp_path):

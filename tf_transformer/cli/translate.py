@@ -13,7 +13,8 @@ a file.
 With --with_alignments each line also gets its word alignment, `translation ||| 0-0 1-1 2-3 ...` (with
 --n_best: `i ||| translation ||| score ||| 0-0 ...`): source word i to target word j, 0-based, words being the
 whitespace-separated tokens of the input line and of the translation, one link per target word, from the
-cross-attention of the penultimate decoder layer averaged over its heads (`tf_transformer.decoding.alignment`).
+cross-attention of the penultimate decoder layer averaged over its heads (`tf_transformer.decoding.alignment`;
+--alignment_layer=N for another layer).
 
 Weights: the latest checkpoint of --model_dir/checkpoints; --checkpoint=PATH for another (a prefix such as
 .../checkpoints/ckpt-60, or the path tft-average-checkpoints printed); --checkpoint=best for the best
@@ -69,6 +70,11 @@ _WITH_ALIGNMENTS = flags.DEFINE_boolean(
     "--n_best: `i ||| text ||| score ||| i-j ...`. Needs --model_dir (not with --saved_model: the export has no "
     "alignment signature).",
 )  # fmt: skip
+_ALIGNMENT_LAYER = flags.DEFINE_integer(
+    "alignment_layer", None,
+    "With --with_alignments: the decoder layer whose attention aligns (0-based; negative counts from the top, -1 "
+    "the last). Default: the penultimate layer.",
+)  # fmt: skip
 
 
 # Fixed when a model is exported: not flags of a translation with --saved_model.
@@ -94,6 +100,8 @@ def check_model_flags():
             "--with_alignments: an export has no alignment signature, so not with --saved_model. Fix: translate "
             "with --model_dir (the model directory the export was made from)."
         )
+    if _ALIGNMENT_LAYER.value is not None and not _WITH_ALIGNMENTS.value:
+        raise ValueError("--alignment_layer: only with --with_alignments. Fix: add --with_alignments, or leave it out.")
     decoding_flags.check_checkpoint_flags()
 
 
@@ -128,7 +136,8 @@ def main(argv):
                 model, tokenizer, _ = decoding_flags.load_model(_MODEL_DIR.value, decoding)
                 results = translate_texts(
                     model, tokenizer, sentences, n_best=_N_BEST.value, progress=progress, target_prefixes=prefixes,
-                    with_alignments=_WITH_ALIGNMENTS.value, **decoding_flags.decoding_arguments(decoding),
+                    with_alignments=_WITH_ALIGNMENTS.value, alignment_layer=_ALIGNMENT_LAYER.value,
+                    **decoding_flags.decoding_arguments(decoding),
                 )  # fmt: skip
     write_output(_OUTPUT.value, format_results(results, scored=_N_BEST.value > 1))
 
