@@ -141,8 +141,8 @@ class TrainConfig(JsonConfig):
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]):
-        """`JsonConfig.from_dict`, dropping the precision record of a written `train_config.json`, so that it loads
-        as the run it describes (with the policy it trained in)."""
+        """`JsonConfig.from_dict`, dropping the precision record (and a fine-tuning run's `initialized_from`) of a
+        written `train_config.json`, so that it loads as the run it describes (with the policy it trained in)."""
         if isinstance(values, Mapping):
             values = {key: value for key, value in values.items() if key not in (*RESOLUTION_FIELDS, INITIALIZED_FROM)}
         return super().from_dict(values)
