@@ -7,7 +7,9 @@ imported from there so that nothing drifts. Run beside the peers in one run (see
     python benchmarks/peer_workload.py --bench_dir ../shared/bench --variant graph --out results/tft_graph_run1.json
 
 Variants: `graph` (the Keras fit path with `jit_compile=False`; decoders in a `tf.function`) and `xla`
-(`jit_compile=True` for the training step and the decoders). `--phases` picks what to time; `--export`
+(`jit_compile=True` for the training step and the decoders). `--quantize int8` decodes with the model's
+matrices quantized to int8 after any training phase (`tf_transformer.quantization`; the variant is then
+named `graph-int8` or `xla-int8`, against CTranslate2's `int8`). `--phases` picks what to time; `--export`
 also times `serving_default`-style decoding through a SavedModel of the same decoder (the issue's
 "exported decoding within 10% of in-process").
 
@@ -52,6 +54,7 @@ def parse_args():
     parser.add_argument("--greedy_reps", type=int, default=None)
     parser.add_argument("--beam_reps", type=int, default=None)
     parser.add_argument("--export", action="store_true", help="also time the decoders through a SavedModel")
+    parser.add_argument("--quantize", choices=["none", "int8"], default="none", help="int8: decode with int8 weights")
     return parser.parse_args()
 
 
@@ -78,12 +81,13 @@ def main():
     jit = args.variant == "xla"
     result = bench.Result(
         "tf-transformer",
-        args.variant,
+        args.variant if args.quantize == "none" else f"{args.variant}-{args.quantize}",
         harness_args,
         tensorflow=tf.__version__,
         keras=keras.__version__,
         tf_transformer=tft.__version__,
         jit_compile=jit,
+        quantize=args.quantize,
         intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
     )
     keras.utils.set_random_seed(bench.SEED)
@@ -125,6 +129,8 @@ def main():
         except Exception as error:  # noqa: BLE001 - the harness records failures per phase
             result.fail("train", error)
 
+    if args.quantize != "none":
+        model.quantize(args.quantize)  # after training: an int8 model is for inference
     source_tensor = tf.constant(source)
     for phase, beam_size, reps in (
         ("greedy", 1, harness_args.greedy_reps),

@@ -6,7 +6,8 @@
 #   bash benchmarks/side_by_side.sh [RESULTS_DIR]      # RUNS=2 rounds by default (~30 min on 2 cores)
 #
 # Knobs: RUNS (2), PEERS (the harness's default set), BENCH_DIR (../shared/bench), PYTHON (this venv's
-# python, with tf-transformer installed), SKIP_PEERS=1 to time only tf-transformer.
+# python, with tf-transformer installed), SKIP_PEERS=1 to time only tf-transformer, INT8=0 to skip the int8
+# decoders (variants graph-int8 and xla-int8, against CTranslate2's int8).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(dirname "$HERE")"
@@ -48,6 +49,8 @@ for run in $(seq 1 "$RUNS"); do
         tft "tft_${variant}_run${run}" "$RESULTS/tft_${variant}_run${run}.json" --variant "$variant" --run_id "$run"
         tft "tft_${variant}_export_run${run}" "$RESULTS/saved_model/tft_${variant}_run${run}.json" \
             --variant "$variant" --run_id "$run" --phases greedy,beam4 --export
+        [ "${INT8:-1}" = 0 ] || tft "tft_${variant}_int8_run${run}" "$RESULTS/tft_${variant}_int8_run${run}.json" \
+            --variant "$variant" --run_id "$run" --phases greedy,beam4 --quantize int8
     done
 done
 python3 "$BENCH_DIR/make_table.py" "$RESULTS" | tee "$RESULTS/table.md"
