@@ -41,6 +41,7 @@ _LAZY = {
     "make_loss": "tf_transformer.training",
     "make_optimizer": "tf_transformer.training",
     "models": "tf_transformer.models",
+    "quantization": "tf_transformer.quantization",
     "training": "tf_transformer.training",
     "visualization": "tf_transformer.visualization",
 }
@@ -63,5 +64,6 @@ __all__ = [
     "list_presets",
     "make_loss",
     "make_optimizer",
+    "quantization",
     "visualization",
 ]
