@@ -115,6 +115,20 @@ def test_the_run_predicts_its_steps_from_measured_step_times_and_stops_at_the_pl
     assert saved[-1] == callback.plan.to_dict() and len(saved) >= 3  # begin, first prediction, the changes
 
 
+def test_a_fixed_end_moves_earlier_when_the_steps_become_slower_than_predicted():
+    callback, schedule, step, saved = make_callback(BudgetPlan(time_limit_minutes=100 / 60))
+    drive(callback, step, 0.1, 101)  # predicted: end 980, decay from 784
+    drive(callback, step, 0.1, 600)  # frozen before the decay (784 <= 701 + 250)
+    assert callback.plan.frozen and callback.plan.end_step in (979, 980)  # float rounding of the clock
+    drive(callback, step, 0.3, 10_000)  # three times slower from step 702
+    plan = callback.plan
+    assert plan.end_step < 979 and int(step.numpy()) == plan.end_step and callback.model.stop_training
+    assert callback.clock.now <= 100.0 and float(schedule(plan.end_step)) == 0.0
+    # The decay steepened (decay_start stays): the last step has 1 / (end - decay_start) of the rate.
+    assert float(schedule(plan.end_step - 1)) < 0.1 * float(schedule.schedule(plan.end_step - 1))
+    assert saved[-1] == plan.to_dict()
+
+
 def test_slow_steps_are_predicted_after_a_share_of_the_limit_not_after_the_calibration_steps():
     callback, _, step, _ = make_callback(BudgetPlan(time_limit_minutes=100 / 60), window_fraction=0.05)
     drive(callback, step, 1.0, 6)  # 5 s = 5% of the limit after the first step
@@ -193,7 +207,8 @@ def test_a_time_limited_run_ends_its_learning_rate_near_zero_and_says_what_it_pl
     plan = read_plan(tmp_path / "train_config.json")
     assert result.status == "time_limit" and plan.frozen and result.step == plan.end_step, plan
     assert (plan.segment_start, plan.rewarm_steps) == (1, 0)  # a model_dir without a plan keeps its rate's level
-    assert plan.decay_start == plan.end_step - int(np.ceil(0.2 * (plan.end_step - 1)))
+    # The decay spans the last 20% of the predicted steps, or fewer when slower steps moved the end earlier.
+    assert plan.decay_start < plan.end_step
     rates = learning_rates(tmp_path)
     assert len(rates) >= 4 and rates[-1] <= 0.2 * max(rates), rates
     # Run again: a new segment after the planned end, re-warmed, planned for its own limit.

@@ -10,7 +10,9 @@ How (`FitToBudget`, a Keras callback, and `BudgetSchedule` in schedule.py):
    planned end is `min(train_steps, now + steps left)`; the decay starts `decay_fraction` of the run's steps
    before it. The prediction is made again every `repredict_every` steps until the decay starts (the machine's
    speed drifts), then frozen: a decay that moved while running would not reach zero smoothly.
-3. The run stops at the planned end (a `StopAtTimeLimit` still stops it if the clock runs out first).
+3. The run stops at the planned end. Once fixed, the end only moves earlier: when the last steps were slower
+   than predicted and the end would come after the deadline, it moves to the last step the time left holds
+   (the decay then steepens; `StopAtTimeLimit` still stops the run if the clock runs out first).
 
 The plan is a `BudgetPlan`, written into `train_config.json` (key "budget") and logged at every change.
 
@@ -219,6 +221,9 @@ class FitToBudget(keras.callbacks.Callback):
         # (clock, step) where the timing window began: after the first step of this start (which includes tracing),
         # then at each prediction, so that a prediction follows the machine's current speed.
         self.window_start = None
+        self.recent_seconds_per_step = None  # after the end is fixed: the speed of the last GUARD_WINDOW steps
+
+    GUARD_WINDOW = 20
 
     def on_train_begin(self, logs=None):
         self.schedule.set_plan(**self.plan.schedule_settings())
@@ -231,11 +236,14 @@ class FitToBudget(keras.callbacks.Callback):
                 logger.info("Reached the planned end of the time budget at step %d: stopping after a checkpoint.", step)
             self.model.stop_training = True
             return
-        if self.plan.frozen:
+        if self.plan.time_limit_minutes is None:  # a plan that ends at train_steps: nothing to time
             return
         now = self.clock()
         if self.window_start is None:
             self.window_start = (now, step)
+            return
+        if self.plan.frozen:
+            self._keep_end_before_deadline(step, now)
             return
         timed = step - self.window_start[1]
         steps_due = timed >= (self.calibration_steps if self.plan.predicted_at_step is None else self.repredict_every)
@@ -245,6 +253,29 @@ class FitToBudget(keras.callbacks.Callback):
             return
         self._predict(step, now, (now - self.window_start[0]) / timed)
         self.window_start = (now, step)
+
+    def _keep_end_before_deadline(self, step: int, now: float) -> None:
+        """Moves a fixed end earlier when the steps have become slower than predicted, so that the rate still
+        reaches zero before the clock runs out (a later end is never taken: the decay has begun)."""
+        timed = step - self.window_start[1]
+        if timed >= self.GUARD_WINDOW:  # the recent speed, over windows of GUARD_WINDOW steps
+            self.recent_seconds_per_step = (now - self.window_start[0]) / timed
+            self.window_start = (now, step)
+        seconds_per_step = self.recent_seconds_per_step or self.plan.seconds_per_step
+        if not seconds_per_step:
+            return
+        seconds_left = self.deadline - now - 0.5 * self.reserve_fraction * self.time_limit_seconds
+        affordable = step + max(int(seconds_left / seconds_per_step), 1)
+        if affordable >= self.plan.end_step:
+            return
+        logger.info(
+            "Steps slower than predicted (%.3f s): the planned end moves from step %d to %d.",
+            seconds_per_step, self.plan.end_step, affordable,
+        )  # fmt: skip
+        self.plan.end_step = affordable
+        self.plan.decay_start = min(self.plan.decay_start, affordable - 1)
+        self.schedule.set_plan(**self.plan.schedule_settings())
+        self.on_plan(self.plan)
 
     def _predict(self, step: int, now: float, seconds_per_step: float) -> None:
         plan = self.plan

@@ -231,7 +231,9 @@ class TrainingMonitor(keras.callbacks.Callback):
             self.tokens_per_second = (tokens - self.last_tokens) / elapsed
         self.last_tokens, self.last_time = tokens, now
         learning_rate = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
-        with self.writer.as_default(step=step):
+        # Keras' TensorBoard callback sets a global record_if on its own batch counter, which restarts at 0 in every
+        # fit: after a resume from a step off the multiples it would never agree with the global step here.
+        with self.writer.as_default(step=step), tf.summary.record_if(True):
             tf.summary.scalar("learning_rate", learning_rate)
             if self.tokens_per_second is not None:
                 tf.summary.scalar("target_tokens_per_second", self.tokens_per_second)
