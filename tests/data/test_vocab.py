@@ -148,6 +148,36 @@ def test_build_vocabulary_from_files_and_reload(tmp_path, multi30k_dir):
     assert json.loads((tmp_path / "vocab" / "tokenizer.json").read_text())["model_type"] == "bpe"
 
 
+def test_a_lowercase_vocabulary_case_folds_what_it_reads_also_inside_a_saved_model(tmp_path, multi30k_dir):
+    source, target = tmp_path / "train.en", tmp_path / "train.de"
+    source.write_text("\n".join(read_gzip_lines(multi30k_dir / "train.en.gz", 1000)) + "\n")
+    target.write_text("\n".join(read_gzip_lines(multi30k_dir / "train.de.gz", 1000)) + "\n")
+    config = DataConfig(
+        dataset="files", train_source=str(source), train_target=str(target), vocab_size=500, lowercase=True
+    )
+    built = build_vocabulary(config, tmp_path / "vocab")
+    assert json.loads((tmp_path / "vocab" / "tokenizer.json").read_text())["normalization"] == "nmt_nfkc_cf"
+    # No upper-case letter survives into a piece (byte-fallback pieces "<0xC3>" aside): it learned folded text.
+    pieces = [piece for piece in built.tokens()[4:] if not piece.startswith("<0x")]
+    assert len(pieces) > 200 and not any(character.isupper() for piece in pieces for character in piece)
+    mixed, lower = ["Ein MANN fährt Über die Straße.", "A Dog."], ["ein mann fährt über die straße.", "a dog."]
+    assert built.tokenize(mixed).to_list() == built.tokenize(lower).to_list()
+    assert [t.decode() for t in built.detokenize(built.tokenize(mixed)).numpy()] == lower
+    # The folding is part of the SentencePiece model, so a SavedModel holding the tokenizer does it too.
+    module = tf.Module()
+    module.tokenizer = Tokenizer.from_directory(tmp_path / "vocab")
+    module.round_trip = tf.function(
+        lambda text: module.tokenizer.detokenize(module.tokenizer.tokenize(text)),
+        input_signature=[tf.TensorSpec([None], tf.string)],
+    )
+    tf.saved_model.save(module, str(tmp_path / "saved"))
+    reloaded = tf.saved_model.load(str(tmp_path / "saved"))
+    assert [t.decode() for t in reloaded.round_trip(tf.constant(mixed)).numpy()] == lower
+    # A cased vocabulary from the same text keeps case.
+    cased = build_vocabulary(config.replace(lowercase=False), tmp_path / "cased")
+    assert cased.tokenize(mixed).to_list() != cased.tokenize(lower).to_list()
+
+
 def test_too_large_a_vocabulary_is_a_clear_error(tmp_path):
     from tf_transformer.data import train_sentencepiece
 

@@ -89,6 +89,7 @@ def test_the_weights_are_the_source_checkpoints_and_the_optimizer_stays_fresh(so
     source = fine_tuning.find_init_source(str(source_dir))
     assert source.checkpoint == str(source_dir / "checkpoints" / f"ckpt-{SOURCE_STEPS}")
     assert (source.step, source.vocab_size, source.vocab_type) == (SOURCE_STEPS, 500, "sentencepiece")
+    assert not source.lowercase
     # As the trainer builds it: compiled (so the model tracks its optimizer) and built, Adam's slots included.
     model = tft.Transformer(source.config)
     optimizer = make_optimizer(source.config)
@@ -147,7 +148,7 @@ def test_fine_tuning_lowers_the_loss_on_new_data_faster_than_training_from_scrat
     gone = tmp_path / "gone"
     defaults = fine_tuning.init_from_defaults(str(gone), tuned_dir)  # what tft-train takes without --config
     assert defaults.model_config == tft.TransformerConfig.from_json(tuned_dir / "config.json")
-    assert (defaults.vocab_type, defaults.vocab_size) == ("sentencepiece", 500)
+    assert (defaults.vocab_type, defaults.vocab_size, defaults.lowercase) == ("sentencepiece", 500, False)
     with caplog.at_level(logging.INFO, logger="tf_transformer"):
         again = train(tuned_config, fine_tuning_data(corpora), dataclasses.replace(run, init_from=str(gone)))
     assert f"init_from={gone} ignored: {tuned_dir / 'checkpoints'} holds checkpoints of its own" in caplog.text
@@ -202,6 +203,7 @@ def test_configs_that_do_not_fit_the_source_are_refused_naming_the_field_before_
         (dict(model_config=tuned.replace(vocab_size=8000)), r"^vocab_size: "),
         (dict(data=data.replace(vocab_size=8000)), r"^vocab_size: 8000 asks for another vocabulary.*Fix: leave the"),
         (dict(data=data.replace(vocab_type="wordpiece")), r"^vocab_type: 'wordpiece' asks for another vocabulary"),
+        (dict(data=data.replace(lowercase=True)), r"^lowercase: True asks for another vocabulary.*, a cased one\. Fix"),
         (dict(init_from=str(tmp_path / "missing")), r"^init_from: .*missing' does not exist\. Fix: "),
         (dict(init_from=str(corpora["de"][0])), r"^init_from: .* is neither a model directory .*Fix: "),
     ]  # fmt: skip

@@ -45,6 +45,7 @@ flags.DEFINE_integer(
     "vocab_size", None, "Vocabulary size, special tokens included (default: the --config's vocab_size)."
 )
 flags.DEFINE_enum("spm_model_type", _DEFAULTS.spm_model_type, ["unigram", "bpe"], "SentencePiece algorithm.")
+flags.DEFINE_bool("lowercase", _DEFAULTS.lowercase, "Case-fold all text (the vocabulary lowercases what it reads).")
 flags.DEFINE_integer("vocab_max_sentences", _DEFAULTS.vocab_max_sentences, "Most sentences sampled for training.")
 flags.DEFINE_integer("seed", None, "Sampling and training seed (unset: 0).")
 _CONFIG_FLAGS = [
@@ -60,6 +61,7 @@ _CONFIG_FLAGS = [
     "vocab_type",
     "vocab_size",
     "spm_model_type",
+    "lowercase",
     "vocab_max_sentences",
     "seed",
 ]

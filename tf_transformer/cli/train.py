@@ -38,6 +38,9 @@ _CACHE_DIR = flags.DEFINE_string("cache_dir", None, "Where downloads are cached.
 _TFDS_DATA_DIR = flags.DEFINE_string("tfds_data_dir", None, "TFDS data_dir.")
 _TFDS_OFFLINE = flags.DEFINE_bool("tfds_offline", None, "Read only prepared TFDS data; never download.")
 _VOCAB_TYPE = flags.DEFINE_enum("vocab_type", None, ["sentencepiece", "wordpiece"], "Subword vocabulary type.")
+_LOWERCASE = flags.DEFINE_bool(
+    "lowercase", None, "Lowercase all text (the vocabulary case-folds; translations come out lowercased)."
+)
 _VOCAB_SIZE = flags.DEFINE_integer(
     "vocab_size", None, "Subword vocabulary size (default: the model config's vocab_size)."
 )
@@ -124,6 +127,7 @@ _DATA_FLAGS = {
     "valid_source": _VALID_SOURCE, "valid_target": _VALID_TARGET, "source_lang": _SOURCE_LANG,
     "target_lang": _TARGET_LANG, "data_dir": _DATA_DIR, "cache_dir": _CACHE_DIR, "tfds_data_dir": _TFDS_DATA_DIR,
     "tfds_offline": _TFDS_OFFLINE, "vocab_type": _VOCAB_TYPE, "vocab_size": _VOCAB_SIZE,
+    "lowercase": _LOWERCASE,
     "batch_tokens": _BATCH_TOKENS, "batch_multiple": _BATCH_MULTIPLE, "max_length": _MAX_LENGTH,
     "long_pairs": _LONG_PAIRS, "shuffle_buffer": _SHUFFLE_BUFFER,
 }  # fmt: skip
@@ -152,6 +156,7 @@ def main(argv):
             if init_from is not None:  # the vocabulary comes from --init_from; a --vocab_* flag that differs is refused
                 data_values.setdefault("vocab_type", init_from.vocab_type)
                 data_values.setdefault("vocab_size", init_from.vocab_size)
+                data_values.setdefault("lowercase", init_from.lowercase)
             data_values.setdefault("max_length", model_config.max_length)  # the longest pairs the model accepts
             # The config's vocab_size is the size of the vocabulary to build (the model's own is then read off
             # the built vocabulary): a config or --override that sets it must not be silently ignored.

@@ -55,6 +55,11 @@ class DataConfig(JsonConfig):
         vocab_size: requested vocabulary size, special tokens included (the built size may be smaller
             for WordPiece; `Tokenizer.vocab_size` is the truth).
         spm_model_type: SentencePiece algorithm, "unigram" or "bpe".
+        lowercase: the vocabulary lowercases (case-folds) all text it reads: training pairs on both sides, and
+            what the trained model translates, so its translations are lowercased too. SentencePiece does it
+            in its own normalizer (rule "nmt_nfkc_cf"; WordPiece: `lower_case`, which also strips accents),
+            so it is part of the vocabulary and travels with every export. What published Multi30k figures
+            train on (lowercased text); the default keeps case.
         vocab_max_sentences: at most this many sentences (source and target together, sampled with
             `seed`) train the vocabulary.
         batch_tokens: source + target token positions per batch, padding included (the paper's batches held
@@ -85,6 +90,7 @@ class DataConfig(JsonConfig):
     vocab_type: str = "sentencepiece"
     vocab_size: int = 8000
     spm_model_type: str = "unigram"
+    lowercase: bool = False
     vocab_max_sentences: int = 1_000_000
     batch_tokens: int = 4096
     batch_multiple: int = 1

@@ -419,8 +419,8 @@ def build_vocabulary(
 
     Samples up to `vocab_max_sentences` sentences of the training split (both sides; seed `seed` or 0) and
     trains a joint SentencePiece model (`vocab_type` "sentencepiece", `spm_model_type`) or a WordPiece
-    vocabulary ("wordpiece"), `vocab_size` tokens. The files are written atomically; load them again with
-    `Tokenizer.from_directory(output_dir)`.
+    vocabulary ("wordpiece"), `vocab_size` tokens; with `lowercase`, one that case-folds what it reads. The
+    files are written atomically; load them again with `Tokenizer.from_directory(output_dir)`.
 
     Args:
         data_config: the data.
@@ -436,9 +436,24 @@ def build_vocabulary(
     sentences = sample_sentences(corpus.pairs(), data_config.vocab_max_sentences, seed)
     extra = {"corpus": corpus.description}
     if data_config.vocab_type == "wordpiece":
-        return train_wordpiece(sentences, output_dir, data_config.vocab_size, learn_params=learn_params, extra=extra)
+        return train_wordpiece(
+            sentences,
+            output_dir,
+            data_config.vocab_size,
+            lower_case=data_config.lowercase,
+            learn_params=learn_params,
+            extra=extra,
+        )
+    # "nmt_nfkc_cf" is SentencePiece's "nmt_nfkc" followed by case folding: the lowercasing lives in the model.
+    normalization = "nmt_nfkc_cf" if data_config.lowercase else "nmt_nfkc"
     return train_sentencepiece(
-        sentences, output_dir, data_config.vocab_size, data_config.spm_model_type, seed=seed, extra=extra
+        sentences,
+        output_dir,
+        data_config.vocab_size,
+        data_config.spm_model_type,
+        normalization=normalization,
+        seed=seed,
+        extra=extra,
     )
 
 

@@ -76,6 +76,7 @@ class InitSource:
         vocab_type: "sentencepiece" or "wordpiece" (vocab/tokenizer.json).
         vocab_size: the source vocabulary's size.
         requested_vocab_size: the size its data_config.json asked for (WordPiece may build fewer), or None.
+        lowercase: whether the vocabulary case-folds what it reads (`DataConfig.lowercase`).
     """
 
     init_from: str
@@ -86,6 +87,7 @@ class InitSource:
     vocab_type: str
     vocab_size: int
     requested_vocab_size: Optional[int] = None
+    lowercase: bool = False
 
     @property
     def vocab_dir(self) -> pathlib.Path:
@@ -150,7 +152,7 @@ def find_init_source(init_from) -> InitSource:
         ) from None
     if model_dir is None:
         model_dir = _model_dir_of(checkpoint)
-    config, vocab_type, vocab_size = _read_source(model_dir)
+    config, vocab_type, vocab_size, lowercase = _read_source(model_dir)
     requested = None
     try:
         requested = json.loads((model_dir / DATA_CONFIG_FILE).read_text(encoding="utf-8")).get("vocab_size")
@@ -158,7 +160,7 @@ def find_init_source(init_from) -> InitSource:
         pass  # informative only: the vocabulary's own size is the truth
     match = re.search(r"ckpt-(\d+)$", checkpoint)
     step = int(match.group(1)) if match else None
-    return InitSource(text, model_dir, checkpoint, step, config, vocab_type, vocab_size, requested)
+    return InitSource(text, model_dir, checkpoint, step, config, vocab_type, vocab_size, requested, lowercase)
 
 
 def fine_tuning_config(source: InitSource, overrides: Sequence[str] = ()) -> TransformerConfig:
@@ -186,6 +188,7 @@ class InitDefaults:
     model_config: TransformerConfig
     vocab_type: str
     vocab_size: int
+    lowercase: bool = False
 
 
 def init_from_defaults(init_from, model_dir, overrides: Sequence[str] = ()) -> InitDefaults:
@@ -200,12 +203,11 @@ def init_from_defaults(init_from, model_dir, overrides: Sequence[str] = ()) -> I
         config = TransformerConfig.from_json(model_dir / CONFIG_FILE).with_overrides(overrides)
         try:
             data = json.loads((model_dir / DATA_CONFIG_FILE).read_text(encoding="utf-8"))
-            return InitDefaults(config, data["vocab_type"], data["vocab_size"])
+            return InitDefaults(config, data["vocab_type"], data["vocab_size"], bool(data.get("lowercase", False)))
         except (OSError, ValueError, KeyError, TypeError):
-            _, vocab_type, vocab_size = _read_source(model_dir)
-            return InitDefaults(config, vocab_type, vocab_size)
+            return InitDefaults(config, *_read_source(model_dir)[1:])
     source = find_init_source(init_from)
-    return InitDefaults(fine_tuning_config(source, overrides), source.vocab_type, source.vocab_size)
+    return InitDefaults(fine_tuning_config(source, overrides), source.vocab_type, source.vocab_size, source.lowercase)
 
 
 def check_fits(model_config: TransformerConfig, data_config, source: InitSource) -> None:
@@ -214,7 +216,7 @@ def check_fits(model_config: TransformerConfig, data_config, source: InitSource)
     Raises:
         ConfigError: a model field outside `FINE_TUNING_CHANGES` differs from the source's (vocab_size may be the
             vocabulary's size or the size its data config asked for), or the data config asks for another
-            vocabulary (`vocab_type`, `vocab_size`).
+            vocabulary (`vocab_type`, `vocab_size`, `lowercase`).
     """
     sizes = {source.vocab_size, source.requested_vocab_size} - {None}
     here, there = model_config.to_dict(), source.config.to_dict()
@@ -238,6 +240,11 @@ def check_fits(model_config: TransformerConfig, data_config, source: InitSource)
         raise ConfigError(f"vocab_type: {data_config.vocab_type!r} asks for another vocabulary than {what}. {fix}")
     if data_config.vocab_size not in sizes:
         raise ConfigError(f"vocab_size: {data_config.vocab_size} asks for another vocabulary than {what}. {fix}")
+    if data_config.lowercase != source.lowercase:
+        cased = "a lowercasing" if source.lowercase else "a cased"
+        raise ConfigError(
+            f"lowercase: {data_config.lowercase} asks for another vocabulary than {what}, {cased} one. {fix}"
+        )
 
 
 def copy_vocabulary(source: InitSource, vocab_dir) -> None:
@@ -342,8 +349,9 @@ def _model_dir_of(checkpoint: str) -> pathlib.Path:
     )
 
 
-def _read_source(model_dir: pathlib.Path) -> Tuple[TransformerConfig, str, int]:
-    """The config and the vocabulary's type and size of a model directory, without loading the tokenizer."""
+def _read_source(model_dir: pathlib.Path) -> Tuple[TransformerConfig, str, int, bool]:
+    """The config and the vocabulary's type, size and case folding of a model directory, without loading the
+    tokenizer."""
     try:
         config = TransformerConfig.from_json(model_dir / CONFIG_FILE)
     except ConfigError as error:
@@ -362,4 +370,10 @@ def _read_source(model_dir: pathlib.Path) -> Tuple[TransformerConfig, str, int]:
             f"init_from: {marker} has {vocab_size} tokens but {model_dir / CONFIG_FILE} says vocab_size="
             f"{config.vocab_size}. Fix: pass a model directory whose vocab/ and config.json come from one training run."
         )
-    return config, vocab_type, vocab_size
+    return config, vocab_type, vocab_size, _lowercases(meta)
+
+
+def _lowercases(meta: dict) -> bool:
+    """Whether the vocabulary of tokenizer.json's `meta` case-folds (SentencePiece's "*_cf" normalization rules,
+    WordPiece's `lower_case`)."""
+    return str(meta.get("normalization", "")).endswith("_cf") or bool(meta.get("lower_case", False))
