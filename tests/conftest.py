@@ -61,6 +61,9 @@ _LONGEST_FIRST = (
     "tests/benchmarks/test_trainer_steps.py",
     "tests/training/test_trainer.py",
     "tests/tools/test_demo.py",
+    "tests/training/test_fine_tuning.py",
+    "tests/training/test_budget.py",
+    "tests/export/test_quantized_export.py",
     "tests/decoding/test_copy_task.py",
     "tests/training/test_precision.py",
     "tests/training/test_resume_state.py",
@@ -68,6 +71,8 @@ _LONGEST_FIRST = (
     "tests/export/test_client.py",
     "tests/tools/test_console_commands.py",
     "tests/tools/test_vocabulary_signal.py",
+    "tests/decoding/test_constraints.py",
+    "tests/export/test_prefix.py",
 )
 
 
