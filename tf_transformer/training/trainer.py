@@ -129,15 +129,19 @@ def make_strategy(train_config: TrainConfig) -> tf.distribute.Strategy:
     )
 
 
-def _check_same_run(model_dir: pathlib.Path, file_name: str, expected: dict, ignore=(), defaults=None) -> None:
-    """A model directory holds one run: a restart must use the settings it was started with.
+def _check_same_run(model_dir: pathlib.Path, file_name: str, config, ignore=()) -> None:
+    """A model directory holds one run: a restart must use the settings (`config`, a config dataclass) it was
+    started with.
 
-    A key its file lacks counts as `defaults[key]`: a field added by a later version of the package has, for a
-    run started before it, the value that run had (the default), so resuming that run is not refused."""
+    A field the file lacks counts as the field's default: a field added by a later version of the package has,
+    for a run started before it, the value that run had (the default), so resuming that run is not refused."""
     path = model_dir / file_name
     if not path.is_file():
         return
-    saved = {**(defaults or {}), **json.loads(path.read_text())}
+    expected = config.to_dict()
+    fields = dataclasses.fields(config)
+    defaults = {field.name: field.default for field in fields if field.default is not dataclasses.MISSING}
+    saved = {**defaults, **json.loads(path.read_text())}
     changed = sorted(
         key for key in set(saved) | set(expected) if key not in ignore and saved.get(key) != expected.get(key)
     )
@@ -364,19 +368,10 @@ def _save_plan(train_config_path: pathlib.Path, plan) -> None:
     logger.info("Time budget: %s.", plan.describe())
 
 
-def _field_defaults(config_class) -> dict:
-    """The default of each field of a config dataclass that has one."""
-    fields = dataclasses.fields(config_class)
-    return {field.name: field.default for field in fields if field.default is not dataclasses.MISSING}
-
-
 def _check_settings(model_config, data_config, train_config, multi_worker) -> None:
     model_dir = pathlib.Path(train_config.model_dir)
-    _check_same_run(model_dir, DATA_CONFIG_FILE, data_config.to_dict(), defaults=_field_defaults(type(data_config)))
-    _check_same_run(
-        model_dir, CONFIG_FILE, model_config.to_dict(), ignore=RESUMABLE_CHANGES,
-        defaults=_field_defaults(type(model_config)),
-    )  # fmt: skip
+    _check_same_run(model_dir, DATA_CONFIG_FILE, data_config)
+    _check_same_run(model_dir, CONFIG_FILE, model_config, ignore=RESUMABLE_CHANGES)
     data_lib.check_special_ids(model_config)
     if data_config.max_length > model_config.max_length:
         raise ConfigError(
