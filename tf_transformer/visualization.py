@@ -33,6 +33,7 @@ import tensorflow as tf
 from tf_transformer.decoding import translate
 from tf_transformer.files import write_atomically
 from tf_transformer.layers.position import sinusoidal_table
+from tf_transformer.rules import EXTRA_DECODE_LENGTH
 
 ATTENTION_KINDS = ("encoder_self", "decoder_self", "decoder_cross")
 TITLES = {
@@ -104,12 +105,17 @@ def sentence_attention(
     beam_size: int = 4,
     length_penalty: float = 0.6,
     max_decode_length: Optional[int] = None,
+    no_repeat_ngram_size: int = 0,
+    max_decode_length_ratio: float = 1.0,
+    extra_decode_length: int = EXTRA_DECODE_LENGTH,
 ) -> SentenceAttention:
     """Every attention weight of `model` on `sentence`, teacher-forced with `target` or with its own translation.
 
     The source is tokenized as in training (pieces + EOS). Without `target` the model translates the
     sentence with `tf_transformer.decoding.translate` (`method`, `beam_size`, `length_penalty`,
-    `max_decode_length` as there) and the weights are those of its best hypothesis.
+    `max_decode_length`, `no_repeat_ngram_size`, `max_decode_length_ratio` and `extra_decode_length` as there;
+    the defaults are the paper's length rule without the loop guards) and the weights are those of its best
+    hypothesis.
 
     Raises:
         ValueError: an empty sentence or target, or one longer than the model's max_length.
@@ -125,6 +131,9 @@ def sentence_attention(
             beam_size=beam_size,
             length_penalty=length_penalty,
             max_decode_length=max_decode_length,
+            no_repeat_ngram_size=no_repeat_ngram_size,
+            max_decode_length_ratio=max_decode_length_ratio,
+            extra_decode_length=extra_decode_length,
         )
         hypothesis = result.ids.numpy()[0, 0]
         ends = np.flatnonzero(hypothesis == config.eos_id)
@@ -247,6 +256,9 @@ def write_attention_plots(
     max_decode_length: Optional[int] = None,
     positions: Optional[int] = None,
     dpi: int = 100,
+    no_repeat_ngram_size: int = 0,
+    max_decode_length_ratio: float = 1.0,
+    extra_decode_length: int = EXTRA_DECODE_LENGTH,
 ) -> dict:
     """Writes attention heatmaps of `sentence` and the positional-encoding heatmap into `output_dir`.
 
@@ -281,6 +293,9 @@ def write_attention_plots(
         beam_size=beam_size,
         length_penalty=length_penalty,
         max_decode_length=max_decode_length,
+        no_repeat_ngram_size=no_repeat_ngram_size,
+        max_decode_length_ratio=max_decode_length_ratio,
+        extra_decode_length=extra_decode_length,
     )
     output_dir = pathlib.Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)

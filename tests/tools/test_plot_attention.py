@@ -4,6 +4,7 @@ import gzip
 import json
 import os
 import pathlib
+import shutil
 import struct
 import subprocess
 import sys
@@ -92,3 +93,20 @@ def test_the_tool_writes_a_heatmap_per_attention_and_the_positional_encoding(mat
         assert colours > 20, name  # heatmaps and labels, not a blank canvas
     size, colours = png_pixels(output / "positional_encoding.png")
     assert size == (8 * 40, 5 * 40) and colours > 20
+
+
+def test_without_a_target_it_translates_with_decoding_json(matplotlib_installed, model_dir, tmp_path):
+    # A copy of the model directory whose decoding.json (as tft-train writes it) asks for greedy search and at
+    # most 3 tokens a sentence; a flag given wins over the file.
+    directory = tmp_path / "model"
+    shutil.copytree(model_dir, directory)
+    (directory / "decoding.json").write_text(json.dumps({"method": "greedy", "max_decode_length": "3"}))
+    result = run(f"--model_dir={directory}", "--sentence=Two dogs play.", f"--output_dir={tmp_path / 'plots'}",
+                 "--dpi=20", "--layers=0", "--no_repeat_ngram_size=0")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout)
+    assert summary["translated"]
+    assert summary["decoding"]["method"] == "greedy" and summary["decoding"]["max_decode_length"] == "3"
+    assert summary["decoding"]["no_repeat_ngram_size"] == 0  # the flag wins over the file
+    assert len(summary["target_output_tokens"]) <= 4  # at most 3 tokens, then the closing </s>
+    assert "method=greedy (decoding.json)" in result.stderr and "no_repeat_ngram_size=0 (flag)" in result.stderr

@@ -129,6 +129,21 @@ def test_a_fixed_end_moves_earlier_when_the_steps_become_slower_than_predicted()
     assert saved[-1] == plan.to_dict()
 
 
+def test_a_validation_pass_after_the_end_is_fixed_does_not_move_it():
+    callback, _, step, saved = make_callback(BudgetPlan(time_limit_minutes=100 / 60))
+    drive(callback, step, 0.1, 101)
+    drive(callback, step, 0.1, 700)  # frozen before the decay, then 100 steps of the predicted speed
+    end = callback.plan.end_step
+    assert callback.plan.frozen and end in (979, 980)
+    plans = len(saved)
+    # Validation and a checkpoint between two steps: one 20-step window a quarter slower. The time left still
+    # holds the planned steps (by 0.5 s), so the end stays; a guard that trusted one window moved it to step 952.
+    callback.clock.now += 0.5
+    drive(callback, step, 0.1, 10_000)
+    assert callback.plan.end_step == end and int(step.numpy()) == end and len(saved) == plans
+    assert callback.clock.now <= 100.0
+
+
 def test_slow_steps_are_predicted_after_a_share_of_the_limit_not_after_the_calibration_steps():
     callback, _, step, _ = make_callback(BudgetPlan(time_limit_minutes=100 / 60), window_fraction=0.05)
     drive(callback, step, 1.0, 6)  # 5 s = 5% of the limit after the first step
@@ -179,6 +194,14 @@ def test_a_bad_decay_fraction_is_refused_with_its_fix():
         TrainConfig(model_dir="runs/x", budget_schedule="yes")
 
 
+def test_by_default_only_a_time_limited_run_fits_its_budget():
+    assert TrainConfig(model_dir="runs/x").budget_schedule == "auto"
+    assert TrainConfig(model_dir="runs/x", time_limit_minutes=58).fits_budget
+    assert not TrainConfig(model_dir="runs/x").fits_budget  # no limit: the schedule as it is, unless asked
+    assert TrainConfig(model_dir="runs/x", budget_schedule="on").fits_budget
+    assert not TrainConfig(model_dir="runs/x", time_limit_minutes=58, budget_schedule="off").fits_budget
+
+
 def learning_rates(model_dir):
     rates = {}
     for events in (model_dir / "logs" / "train").glob("events.out.tfevents.*"):
@@ -197,9 +220,9 @@ def test_a_time_limited_run_ends_its_learning_rate_near_zero_and_says_what_it_pl
         dataset="files", train_source=str(small_corpus["train_en"]), train_target=str(small_corpus["train_de"]),
         vocab_size=500, batch_tokens=512, max_length=32, seed=1,
     )  # fmt: skip
+    # budget_schedule left at its default, "auto": a time limit is enough.
     limited = TrainConfig(
-        model_dir=str(tmp_path), train_steps=100_000, time_limit_minutes=0.4, budget_schedule="auto",
-        checkpoint_every=200, log_every=5, seed=1,
+        model_dir=str(tmp_path), train_steps=100_000, time_limit_minutes=0.4, checkpoint_every=200, log_every=5, seed=1
     )
     # One step without a limit first: the vocabulary and the first tracing, which the limit would count, are done.
     train(model, data, limited.replace(train_steps=1, time_limit_minutes=None))

@@ -10,9 +10,10 @@ How (`FitToBudget`, a Keras callback, and `BudgetSchedule` in schedule.py):
    planned end is `min(train_steps, now + steps left)`; the decay starts `decay_fraction` of the run's steps
    before it. The prediction is made again every `repredict_every` steps until the decay starts (the machine's
    speed drifts), then frozen: a decay that moved while running would not reach zero smoothly.
-3. The run stops at the planned end. Once fixed, the end only moves earlier: when the last steps were slower
-   than predicted and the end would come after the deadline, it moves to the last step the time left holds
-   (the decay then steepens; `StopAtTimeLimit` still stops the run if the clock runs out first).
+3. The run stops at the planned end. Once fixed, the end only moves earlier: when the recent steps (the median
+   of the last 5 windows of 20 steps, so that the window of a validation pass is not taken for a slower machine)
+   were slower than predicted and the end would come after the deadline, it moves to the last step the time left
+   holds (the decay then steepens; `StopAtTimeLimit` still stops the run if the clock runs out first).
 
 The plan is a `BudgetPlan`, written into `train_config.json` (key "budget") and logged at every change.
 
@@ -32,11 +33,13 @@ Restarts, "run the same command again to go on":
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import logging
 import math
 import pathlib
+import statistics
 import time
 from typing import Callable, Optional
 
@@ -221,9 +224,15 @@ class FitToBudget(keras.callbacks.Callback):
         # (clock, step) where the timing window began: after the first step of this start (which includes tracing),
         # then at each prediction, so that a prediction follows the machine's current speed.
         self.window_start = None
-        self.recent_seconds_per_step = None  # after the end is fixed: the speed of the last GUARD_WINDOW steps
+        # After the end is fixed: the speeds of the last GUARD_WINDOWS windows of GUARD_WINDOW steps each.
+        self.guard_speeds = collections.deque(maxlen=self.GUARD_WINDOWS)
 
     GUARD_WINDOW = 20
+    # The end moves by the median of several windows, and only when it is slower than the prediction's speed (which
+    # spans whole checkpoint periods): the one window that holds a validation pass and a checkpoint is not a slower
+    # machine. (A run of 2026-11-26, when one window decided, moved its end 600 steps earlier on such a window.)
+    GUARD_WINDOWS = 5
+    GUARD_MIN_WINDOWS = 3
 
     def on_train_begin(self, logs=None):
         self.schedule.set_plan(**self.plan.schedule_settings())
@@ -259,9 +268,11 @@ class FitToBudget(keras.callbacks.Callback):
         reaches zero before the clock runs out (a later end is never taken: the decay has begun)."""
         timed = step - self.window_start[1]
         if timed >= self.GUARD_WINDOW:  # the recent speed, over windows of GUARD_WINDOW steps
-            self.recent_seconds_per_step = (now - self.window_start[0]) / timed
+            self.guard_speeds.append((now - self.window_start[0]) / timed)
             self.window_start = (now, step)
-        seconds_per_step = self.recent_seconds_per_step or self.plan.seconds_per_step
+        seconds_per_step = self.plan.seconds_per_step  # measured over whole checkpoint periods: validation included
+        if len(self.guard_speeds) >= self.GUARD_MIN_WINDOWS:
+            seconds_per_step = max(seconds_per_step or 0.0, statistics.median(self.guard_speeds))
         if not seconds_per_step:
             return
         seconds_left = self.deadline - now - 0.5 * self.reserve_fraction * self.time_limit_seconds

@@ -33,11 +33,10 @@ class TrainConfig(JsonConfig):
             a minute or two of margin. A restart resumes from there with the limit counted anew (so "an hour
             on any machine, at most `train_steps`"). None: no limit. Not with "multi_worker_mirrored".
         budget_schedule: fit the learning rate to the run's budget (`tf_transformer.training.budget`; the plan
-            goes in `train_config.json` under "budget"). "auto": with `time_limit_minutes`, predict the steps the
-            limit holds from the run's measured step times, decay the rate linearly to zero at that step and stop
-            there; without a limit, the schedule as it is. "on": the same, and without a time limit the rate
-            decays to zero at `train_steps`. "off" (the default for now): the schedule as it is (a time limit
-            cuts it off).
+            goes in `train_config.json` under "budget"). "auto" (the default): with `time_limit_minutes`, predict the
+            steps the limit holds from the run's measured step times, decay the rate linearly to zero at that step
+            and stop there; without a limit, the schedule as it is. "on": the same, and without a time limit the
+            rate decays to zero at `train_steps`. "off": the schedule as it is (a time limit cuts it off).
         budget_decay_fraction: the share of the planned steps the rate decays over (0 < f < 1).
         checkpoint_every: steps between checkpoints (also the period of validation).
         keep_checkpoints: how many recent checkpoints to keep (averaging needs several).
@@ -83,8 +82,7 @@ class TrainConfig(JsonConfig):
     model_dir: str
     train_steps: int = 100000
     time_limit_minutes: Optional[float] = None
-    # "off" until the recipe is measured with it on Multi30k (issue 26): the README's results are "off" runs.
-    budget_schedule: str = "off"
+    budget_schedule: str = "auto"
     budget_decay_fraction: float = 0.2
     checkpoint_every: int = 1000
     keep_checkpoints: int = 5
@@ -138,6 +136,12 @@ class TrainConfig(JsonConfig):
             raise ConfigError(unknown_option("strategy", self.strategy, STRATEGIES))
         if self.mixed_precision not in PRECISIONS:
             raise ConfigError(unknown_option("mixed_precision", self.mixed_precision, PRECISIONS))
+
+    @property
+    def fits_budget(self) -> bool:
+        """Whether the run fits its learning rate to its budget: `budget_schedule` "on", or "auto" with a time
+        limit (a run without one keeps the schedule as it is unless asked)."""
+        return self.budget_schedule == "on" or (self.budget_schedule == "auto" and self.time_limit_minutes is not None)
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]):

@@ -233,9 +233,7 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
     resolved = model_config.replace(vocab_size=tokenizer.vocab_size, target_vocab_size=None)
 
     # Time-limited runs fit their learning rate to the steps the limit holds (training/budget.py).
-    budgeted = train_config.budget_schedule == "on" or (
-        train_config.budget_schedule == "auto" and train_config.time_limit_minutes is not None
-    )
+    budgeted = train_config.fits_budget
     with strategy.scope():
         model = Transformer(resolved)
         optimizer = make_optimizer(resolved, budget=budgeted)
