@@ -81,14 +81,14 @@ class Clock:
         return self.now
 
 
-def make_callback(plan, limit_seconds=100.0, train_steps=100_000, start=0, window_fraction=0.5):
+def make_callback(plan, limit_seconds=100.0, train_steps=100_000, start=0, window_fraction=0.5, pause_every=None):
     schedule = BudgetSchedule(WarmupSchedule(d_model=128, warmup_steps=100))
     step = tf.Variable(start, dtype=tf.int64)
     saved = []
     callback = FitToBudget(
         schedule, plan, deadline=limit_seconds, time_limit_seconds=limit_seconds, step=step, train_steps=train_steps,
         on_plan=lambda plan: saved.append(plan.to_dict()), calibration_steps=100, repredict_every=250,
-        window_fraction=window_fraction, clock=Clock(),
+        window_fraction=window_fraction, pause_every=pause_every, clock=Clock(),
     )  # fmt: skip
     callback.set_model(FakeModel())
     callback.on_train_begin()
@@ -127,6 +127,19 @@ def test_a_fixed_end_moves_earlier_when_the_steps_become_slower_than_predicted()
     # The decay steepened (decay_start stays): the last step has 1 / (end - decay_start) of the rate.
     assert float(schedule(plan.end_step - 1)) < 0.1 * float(schedule.schedule(plan.end_step - 1))
     assert saved[-1] == plan.to_dict()
+
+
+def test_an_epoch_end_pause_counts_as_its_share_of_each_step_of_the_epoch():
+    callback, _, step, _ = make_callback(BudgetPlan(time_limit_minutes=100 / 60), pause_every=200)
+    drive(callback, step, 0.1, 51)
+    callback.on_epoch_begin(1)  # validation and a checkpoint: 3.9 s, then the next step (0.1 s)
+    callback.clock.now += 3.9
+    drive(callback, step, 0.1, 50)  # the calibration's 100 steps end at step 101, 14.0 s in
+    plan = callback.plan
+    # The steps: 9.9 s / 100 = 0.099 s; the pause: 4.0 s / 200 steps = 0.02 s a step. 98 s - 14 s = 84 s left:
+    # 705 steps. Counting the pause in the 100 steps (0.139 s a step) would have planned 604.
+    assert plan.predicted_at_step == 101 and plan.seconds_per_step == pytest.approx(0.119)
+    assert plan.end_step in (805, 806)  # float rounding of the clock
 
 
 def test_a_validation_pass_after_the_end_is_fixed_does_not_move_it():
@@ -229,6 +242,7 @@ def test_a_time_limited_run_ends_its_learning_rate_near_zero_and_says_what_it_pl
     result = train(model, data, limited)
     plan = read_plan(tmp_path / "train_config.json")
     assert result.status == "time_limit" and plan.frozen and result.step == plan.end_step, plan
+    assert result.planned_end == plan.end_step  # tft-train then says the plan, not the clock, ended it
     assert (plan.segment_start, plan.rewarm_steps) == (1, 0)  # a model_dir without a plan keeps its rate's level
     # The decay spans the last 20% of the predicted steps, or fewer when slower steps moved the end earlier.
     assert plan.decay_start < plan.end_step

@@ -181,7 +181,13 @@ def main(argv):
         print(f"Already trained {result.step} steps (--train_steps={_TRAIN_STEPS.value}); nothing to do.")
     else:
         print(f"Trained steps {result.start_step} -> {result.step}; checkpoint {result.checkpoint}")
-        if result.status == "time_limit":
+        if result.planned_end is not None:
+            print(
+                f"Reached the end that the time budget planned (step {result.planned_end}, the learning rate "
+                f"decayed to zero) within --time_limit_minutes={_TIME_LIMIT_MINUTES.value:g}, before step "
+                f"{_TRAIN_STEPS.value}; run the same command again to train on (a short re-warmup, then a new decay)."
+            )
+        elif result.status == "time_limit":
             print(
                 f"Stopped by --time_limit_minutes={_TIME_LIMIT_MINUTES.value:g} before step {_TRAIN_STEPS.value}; "
                 "run the same command again to go on."

@@ -75,6 +75,8 @@ class TrainResult:
     `train_steps` (run again to go on); or "already_complete" when nothing was left to do.
 
     `best` is the best validation BLEU evaluation so far (best.json's contents) when the run keeps one.
+    `planned_end` is the step a time budget's plan ended the run at (its learning rate at zero; `budget_schedule`,
+    status "time_limit"), None when anything else stopped it.
     """
 
     status: str
@@ -85,6 +87,7 @@ class TrainResult:
     replicas: int = 1
     weights_digest: str = ""
     best: Optional[dict] = None
+    planned_end: Optional[int] = None
 
 
 def configure_devices(num_cpu_devices: int) -> None:
@@ -340,6 +343,7 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
                     optimizer.iterations, train_config.train_steps,
                     functools.partial(_save_plan, model_dir / TRAIN_CONFIG_FILE),
                     repredict_every=min(max(train_config.checkpoint_every, 100), 1000),
+                    pause_every=train_config.checkpoint_every,
                 )  # fmt: skip
                 history = _fit(
                     model, train_dataset, valid_dataset, manager, train_config, model_dir, bleu, stop_signals, deadline,
@@ -355,9 +359,10 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
     logger.info("Stopped at step %d; latest checkpoint %s", final_step, manager.latest_checkpoint)
     # fit ends early without an error only at the time limit
     status = "completed" if final_step >= train_config.train_steps else "time_limit"
+    planned_end = final_step if status == "time_limit" and plan is not None and final_step == plan.end_step else None
     return TrainResult(
         status, final_step, start_step, manager.latest_checkpoint, history, replicas, weights_digest(model),
-        bleu.best if bleu is not None else None,
+        bleu.best if bleu is not None else None, planned_end,
     )  # fmt: skip
 
 
