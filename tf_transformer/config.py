@@ -146,6 +146,11 @@ class TransformerConfig(JsonConfig):
         d_v: width of each head's values; None means d_model / num_heads (Table 3 row B varies d_k only).
         num_encoder_layers, num_decoder_layers: N for each stack.
         dropout: P_drop on every sublayer output and on the embedding + position sums.
+        dropout_by_epochs: None, or the dropout a run with a time budget (`budget_schedule`) trains with, chosen
+            from the epochs it predicts: "0:0.1,35:0.2" is 0.1 below 35 epochs and 0.2 from 35 on (pairs of
+            epochs:dropout, ascending, the first at 0). The choice replaces `dropout` once the run has predicted
+            its steps (train_config.json's "budget" records it); runs without a budget plan train at `dropout`.
+            An override of `dropout` alone (`with_overrides(["dropout=0.3"])`) turns the rule off: it trains at 0.3.
         attention_dropout: dropout on the attention weights (0 in the paper).
         activation_dropout: dropout on the feed-forward's inner activations (0 in the paper).
         label_smoothing: epsilon_ls of the training loss.
@@ -179,6 +184,7 @@ class TransformerConfig(JsonConfig):
     num_encoder_layers: int = 6
     num_decoder_layers: int = 6
     dropout: float = 0.1
+    dropout_by_epochs: Optional[str] = None
     attention_dropout: float = 0.0
     activation_dropout: float = 0.0
     label_smoothing: float = 0.1
@@ -246,6 +252,7 @@ class TransformerConfig(JsonConfig):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ConfigError(f"{name}: must be in [0, 1), got {value}. Fix: use e.g. {name}=0.1.")
+        self.dropout_rule()  # raises ConfigError when malformed
         if self.position_encoding not in POSITION_ENCODINGS:
             raise ConfigError(unknown_option("position_encoding", self.position_encoding, POSITION_ENCODINGS))
         if self.activation not in ACTIVATIONS:
@@ -291,12 +298,55 @@ class TransformerConfig(JsonConfig):
                 "joint vocabulary (target_vocab_size=null)."
             )
 
+    def with_overrides(self, overrides: Sequence[str]) -> "TransformerConfig":
+        """`JsonConfig.with_overrides`; a `dropout` given without `dropout_by_epochs` also turns that rule off, so
+        that `--override=dropout=0.3` trains at 0.3 whatever the run's budget."""
+        keys = {override.partition("=")[0].strip() for override in overrides}
+        config = super().with_overrides(overrides)
+        if "dropout" in keys and "dropout_by_epochs" not in keys and config.dropout_by_epochs is not None:
+            config = config.replace(dropout_by_epochs=None)
+        return config
+
     # ----------------------------------------------------------------------------------------- derived
 
     @property
     def output_vocab_size(self) -> int:
         """The target vocabulary size: `target_vocab_size`, or `vocab_size` for one shared vocabulary."""
         return self.vocab_size if self.target_vocab_size is None else self.target_vocab_size
+
+    def dropout_rule(self) -> tuple:
+        """`dropout_by_epochs` as ((epochs, dropout), ...), ascending; () when None.
+
+        Raises:
+            ConfigError: not pairs of epochs:dropout, epochs not ascending from 0, or a dropout outside [0, 1).
+        """
+        if self.dropout_by_epochs is None:
+            return ()
+        fix = 'Fix: write epochs:dropout pairs, ascending from 0, e.g. dropout_by_epochs="0:0.1,35:0.2", or null.'
+        pairs = []
+        for item in self.dropout_by_epochs.split(","):
+            epochs, separator, rate = item.partition(":")
+            try:
+                pair = (float(epochs), float(rate))
+            except ValueError:
+                pair = None
+            if not separator or pair is None:
+                raise ConfigError(f"dropout_by_epochs: {item.strip()!r} is not epochs:dropout. {fix}")
+            if not 0.0 <= pair[1] < 1.0:
+                raise ConfigError(f"dropout_by_epochs: the dropout of {item.strip()!r} is not in [0, 1). {fix}")
+            pairs.append(pair)
+        epochs = [pair[0] for pair in pairs]
+        if epochs[0] != 0 or any(later <= earlier for earlier, later in zip(epochs[:-1], epochs[1:], strict=True)):
+            raise ConfigError(f"dropout_by_epochs: the epochs {epochs} do not ascend from 0. {fix}")
+        return tuple(pairs)
+
+    def dropout_for_epochs(self, epochs: float) -> float:
+        """The dropout `dropout_by_epochs` gives a run of `epochs` epochs (`dropout` when it is None)."""
+        rate = self.dropout
+        for threshold, rule_rate in self.dropout_rule():
+            if epochs >= threshold:
+                rate = rule_rate
+        return rate
 
     @property
     def key_dim(self) -> int:

@@ -108,3 +108,53 @@ def test_multi30k_without_data_dir_reads_the_cache(multi30k_dir, tmp_path):
         assert corpus.num_lines == 1000
     assert len(opener_calls) == 2  # en and fr, downloaded once
     assert opener_calls[0].startswith("https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/")
+
+
+def write_gzip_lines(path, lang, count):
+    path.write_bytes(gzip.compress("".join(f"{lang} sentence {i}\n" for i in range(count)).encode()))
+
+
+@pytest.fixture
+def mirror_2017(tmp_path):
+    """A fake upstream folder with the 2017 test sets (en, de) at their known line counts."""
+    folder = tmp_path / "mirror"
+    folder.mkdir()
+    for name, count in (("test_2017_flickr", 1000), ("test_2017_mscoco", 461)):
+        for lang in ("en", "de"):
+            write_gzip_lines(folder / f"{name}.{lang}.gz", lang, count)
+    return folder
+
+
+def test_download_multi30k_fetches_the_2017_test_sets(mirror_2017, tmp_path):
+    template = mirror_2017.as_uri() + "/{name}.{lang}.gz"
+    splits = ("test_2017_flickr", "test_2017_mscoco")
+    folder = download_multi30k(tmp_path / "cache", ("en", "de"), splits, url_template=template)
+    assert folder == tmp_path / "cache" / "multi30k"
+    names = ["test_2017_flickr.de.gz", "test_2017_flickr.en.gz", "test_2017_mscoco.de.gz", "test_2017_mscoco.en.gz"]
+    assert sorted(p.name for p in folder.iterdir()) == names
+    for name in names:
+        assert (folder / name).read_bytes() == (mirror_2017 / name).read_bytes()
+    assert (MULTI30K_LINES["test_2017_flickr"], MULTI30K_LINES["test_2017_mscoco"]) == (1000, 461)
+
+
+def test_multi30k_corpus_reads_the_2017_mscoco_test_set(mirror_2017):
+    corpus = multi30k_corpus("test_2017_mscoco", "en", "de", data_dir=mirror_2017)
+    pairs = list(corpus.pairs())
+    assert corpus.num_lines == len(pairs) == 461
+    assert pairs[0] == ("en sentence 0", "de sentence 0") and pairs[-1] == ("en sentence 460", "de sentence 460")
+    assert corpus.description == "multi30k en-de test_2017_mscoco"
+
+
+def test_a_2017_mirror_file_with_the_wrong_line_count_is_refused(mirror_2017, tmp_path):
+    write_gzip_lines(mirror_2017 / "test_2017_mscoco.de.gz", "de", 460)
+    template = mirror_2017.as_uri() + "/{name}.{lang}.gz"
+    cache = tmp_path / "cache"
+    with pytest.raises(DataError, match="test_2017_mscoco.de.gz has 460 lines, expected 461"):
+        download_multi30k(cache, ("en", "de"), ("test_2017_mscoco",), url_template=template)
+    assert [p.name for p in (cache / "multi30k").iterdir()] == ["test_2017_mscoco.en.gz"]  # de: nothing left
+
+
+def test_open_corpus_still_knows_only_the_training_splits():
+    config = DataConfig(dataset="multi30k", data_dir="unused", source_lang="en", target_lang="de")
+    with pytest.raises(DataError, match="unknown split 'test_2017_mscoco'"):
+        open_corpus(config, "test_2017_mscoco")

@@ -3,6 +3,7 @@ fake clock, the restarts' plans, and a tiny time-limited run whose learning rate
 
 import json
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -81,14 +82,16 @@ class Clock:
         return self.now
 
 
-def make_callback(plan, limit_seconds=100.0, train_steps=100_000, start=0, window_fraction=0.5, pause_every=None):
+def make_callback(
+    plan, limit_seconds=100.0, train_steps=100_000, start=0, window_fraction=0.5, pause_every=None, **dropout
+):
     schedule = BudgetSchedule(WarmupSchedule(d_model=128, warmup_steps=100))
     step = tf.Variable(start, dtype=tf.int64)
     saved = []
     callback = FitToBudget(
         schedule, plan, deadline=limit_seconds, time_limit_seconds=limit_seconds, step=step, train_steps=train_steps,
         on_plan=lambda plan: saved.append(plan.to_dict()), calibration_steps=100, repredict_every=250,
-        window_fraction=window_fraction, pause_every=pause_every, clock=Clock(),
+        window_fraction=window_fraction, pause_every=pause_every, clock=Clock(), **dropout,
     )  # fmt: skip
     callback.set_model(FakeModel())
     callback.on_train_begin()
@@ -169,6 +172,97 @@ def test_the_planned_end_never_passes_train_steps():
     drive(callback, step, 0.01, 10_000)
     assert (callback.plan.end_step, int(step.numpy())) == (500, 500)
     assert callback.plan.decay_start == 400
+
+
+def dropout_rule(epochs):
+    return 0.1 if epochs < 35 else 0.2  # configs/multi30k.json's rule below 80 epochs
+
+
+def test_the_dropout_is_chosen_once_from_the_predicted_epochs_and_the_retrace_is_not_timed():
+    applied = []
+    callback, _, step, saved = make_callback(
+        BudgetPlan(time_limit_minutes=100 / 60), steps_per_epoch=20, choose_dropout=dropout_rule,
+        apply_dropout=applied.append,
+    )  # fmt: skip
+    assert applied == [] and callback.plan.dropout is None  # calibrating: the config's dropout
+    drive(callback, step, 0.1, 101)  # predicted: end 980 = 49 epochs of 20 steps
+    assert (callback.plan.end_step, callback.plan.epochs, callback.plan.dropout) == (980, 49.0, 0.2)
+    assert applied == [0.2] and saved[-1]["dropout"] == 0.2 and saved[-1]["epochs"] == 49.0
+    # The next step traces the training function again (3 s): it must not read as slow steps.
+    step.assign_add(1)
+    callback.clock.now += 3.0
+    callback.on_train_batch_end(0)
+    drive(callback, step, 0.1, 250)
+    assert callback.plan.seconds_per_step == pytest.approx(0.1)
+    # Later predictions move the end (here earlier, by the 3 s) but keep the dropout: one retrace a segment.
+    assert callback.plan.end_step < 980 and applied == [0.2] and callback.plan.dropout == 0.2
+    assert "dropout 0.2, chosen for 49.0 epochs" in callback.plan.describe()
+
+
+def test_a_resumed_plan_keeps_its_dropout_and_a_plan_to_train_steps_chooses_at_the_start():
+    applied = []
+    kept = BudgetPlan(58.0, 0, 0, 0.2, 0.45, 1000, 7000, 5600, True, epochs=24.2, dropout=0.1)
+    callback, _, step, _ = make_callback(
+        kept, steps_per_epoch=289, choose_dropout=dropout_rule, apply_dropout=applied.append
+    )  # fmt: skip
+    drive(callback, step, 0.1, 200)
+    assert applied == [0.1] and callback.plan.dropout == 0.1  # set again before the first step, never re-chosen
+    applied.clear()
+    stepped = plan_for_start(None, 0, None, 0.2, rewarm_steps=500, train_steps=13_000)
+    make_callback(stepped, steps_per_epoch=289, choose_dropout=dropout_rule, apply_dropout=applied.append)
+    assert applied == [0.2] and (stepped.epochs, stepped.dropout) == (44.98, 0.2)
+    # Without a rule nothing is chosen or applied.
+    plain = plan_for_start(None, 0, None, 0.2, rewarm_steps=500, train_steps=13_000)
+    make_callback(plain, steps_per_epoch=289, apply_dropout=applied.append)
+    assert plain.dropout is None and applied == [0.2]
+
+
+def test_the_dropout_rule_of_a_config_and_its_errors():
+    config = tft.TransformerConfig(dropout=0.1, dropout_by_epochs="0:0.1, 35:0.2, 80:0.3")
+    assert config.dropout_rule() == ((0.0, 0.1), (35.0, 0.2), (80.0, 0.3))
+    assert [config.dropout_for_epochs(epochs) for epochs in (0, 24.5, 35, 44.9, 80, 500)] == [
+        0.1, 0.1, 0.2, 0.2, 0.3, 0.3
+    ]  # fmt: skip
+    assert tft.TransformerConfig(dropout=0.25).dropout_for_epochs(100) == 0.25  # no rule: the config's dropout
+    assert config.with_overrides(["dropout_by_epochs=null"]).dropout_rule() == ()
+    # An explicit dropout is what the run trains at: it turns the rule off, unless the rule is given too.
+    assert config.with_overrides(["dropout=0.3"]).dropout_rule() == ()
+    assert config.with_overrides(["dropout=0.3", "dropout_by_epochs=0:0.3,50:0.4"]).dropout_for_epochs(60) == 0.4
+    assert config.with_overrides(["d_model=256"]).dropout_rule() == config.dropout_rule()
+    for bad, message in [
+        ("0:0.1,35", "'35' is not epochs:dropout"),
+        ("0:0.1,x:0.2", "'x:0.2' is not epochs:dropout"),
+        ("0:0.1,35:1.5", "the dropout of '35:1.5' is not in \\[0, 1\\)"),
+        ("10:0.1,35:0.2", "do not ascend from 0"),
+        ("0:0.1,35:0.2,30:0.3", "do not ascend from 0"),
+    ]:
+        with pytest.raises(ConfigError, match=f"^dropout_by_epochs: .*{message}.* Fix: write epochs:dropout pairs"):
+            tft.TransformerConfig(dropout_by_epochs=bad)
+
+
+def test_setting_the_dropout_takes_effect_once_the_training_function_is_rebuilt():
+    from tf_transformer.training.trainer import _apply_dropout
+
+    config = tft.TransformerConfig.from_preset("tiny").replace(
+        d_model=16, d_ff=32, num_encoder_layers=1, num_decoder_layers=1, dropout=0.5, attention_dropout=0.0
+    )
+    model = tft.Transformer(config)
+    # A learning rate of 0: the weights stay, so the training loss differs from the evaluation loss by dropout alone.
+    model.compile(optimizer=keras.optimizers.SGD(0.0), loss=tft.MaskedCrossEntropy(0.0))
+    rng = np.random.default_rng(0)
+    source, target = rng.integers(3, 100, size=(4, 9)), rng.integers(3, 100, size=(4, 8))
+    batch = ((source, target[:, :-1]), target[:, 1:])
+    evaluated = model.evaluate(*batch, verbose=0)
+    assert abs(model.train_on_batch(*batch) - evaluated) > 1e-3  # dropout 0.5 is on
+    model.set_dropout(0.0)
+    assert abs(model.train_on_batch(*batch) - evaluated) > 1e-3  # the traced function still drops out
+    _apply_dropout(model, 0.0)
+    assert model.train_on_batch(*batch) == pytest.approx(evaluated, rel=1e-5)
+    assert model.config.dropout == 0.0 and model.embedding_dropout.rate == 0.0
+    assert {layer.dropout_layer.rate for layer in (*model.encoder.layers, *model.decoder.layers)} == {0.0}
+    # Keras gives a dropout layer its random state only when built with a positive rate: said, with the fix.
+    with pytest.raises(ConfigError, match="^dropout: this model was built with dropout 0, .* Fix: build it with"):
+        tft.Transformer(config.replace(dropout=0.0)).set_dropout(0.1)
 
 
 def test_restarts_continue_the_plan_or_start_a_new_segment_with_a_rewarmup():
@@ -254,3 +348,27 @@ def test_a_time_limited_run_ends_its_learning_rate_near_zero_and_says_what_it_pl
     assert (second.segment_start, second.rewarm_steps) == (plan.end_step, 5)
     assert again.start_step == plan.end_step and again.step > plan.end_step
     assert json.loads((tmp_path / "train_config.json").read_text())["time_limit_minutes"] == 0.15
+
+
+def test_a_time_limited_run_chooses_its_dropout_at_its_first_prediction_and_trains_on(tmp_path, small_corpus):
+    # A limit the run does not reach: the plan ends at train_steps (150), first predicted after 100 timed steps.
+    model = tft.TransformerConfig.from_preset("tiny").replace(
+        d_model=32, d_ff=64, num_encoder_layers=1, num_decoder_layers=1, dropout=0.0, warmup_steps=20,
+        dropout_by_epochs="0:0.3,1000:0.1",
+    )  # fmt: skip
+    data = DataConfig(
+        dataset="files", train_source=str(small_corpus["train_en"]), train_target=str(small_corpus["train_de"]),
+        vocab_size=500, batch_tokens=512, max_length=32, seed=1,
+    )  # fmt: skip
+    config = TrainConfig(
+        model_dir=str(tmp_path), train_steps=150, time_limit_minutes=5, checkpoint_every=50, log_every=5, seed=1
+    )
+    result = train(model, data, config)
+    plan = read_plan(tmp_path / "train_config.json")
+    batches = json.loads((tmp_path / "data_report.json").read_text())["num_batches"]
+    # Chosen once, mid-run (the training function traced again), for the 150 steps' epochs: below 1,000, so 0.3.
+    assert result.status == "completed" and result.step == 150 and 100 <= plan.predicted_at_step < 150, plan
+    assert (plan.end_step, plan.dropout, plan.epochs) == (150, 0.3, round(150 / batches, 2)), plan
+    # config.json keeps the recipe (the rule and the config's dropout); the plan says what the run trained at.
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert (saved["dropout"], saved["dropout_by_epochs"]) == (0.0, "0:0.3,1000:0.1")

@@ -19,9 +19,16 @@ from tf_transformer.data.errors import DataError
 from tf_transformer.data.files import FileCorpus
 
 MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/{name}.{lang}.gz"
-# Our split names -> the file name stems of the Multi30k repository.
-MULTI30K_FILES = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
-MULTI30K_LINES = {"train": 29000, "valid": 1014, "test": 1000}
+# Our split names -> the file name stems of the Multi30k repository. "test" is test_2016_flickr; the 2017 test
+# sets are extra splits for scoring (open_corpus, and so training, still knows only train / valid / test).
+MULTI30K_FILES = {
+    "train": "train",
+    "valid": "val",
+    "test": "test_2016_flickr",
+    "test_2017_flickr": "test_2017_flickr",
+    "test_2017_mscoco": "test_2017_mscoco",
+}
+MULTI30K_LINES = {"train": 29000, "valid": 1014, "test": 1000, "test_2017_flickr": 1000, "test_2017_mscoco": 461}
 
 PathLike = Union[str, os.PathLike]
 Opener = Callable[[str], "contextlib.AbstractContextManager"]
@@ -112,11 +119,11 @@ def download_multi30k(
     """Makes sure `cache_dir`/multi30k holds the raw Multi30k files; returns that folder.
 
     Each file is downloaded at most once (see `download_file`: atomic, verified against the known line
-    counts 29000 / 1014 / 1000).
+    counts in `MULTI30K_LINES`: train 29000, valid 1014, test 1000, test_2017_flickr 1000, test_2017_mscoco 461).
 
     Args:
         cache_dir: the cache root; "~" is expanded.
-        languages, splits: which files.
+        languages, splits: which files; the splits are keys of `MULTI30K_FILES` (by default train, valid, test).
         url_template: a format string with {name} (e.g. "val") and {lang}; a file:// template reads a local mirror.
         opener: see `download_file`.
     """
@@ -137,10 +144,10 @@ def multi30k_corpus(
     cache_dir: PathLike = "~/.cache/tf_transformer",
     opener: Opener = None,
 ) -> FileCorpus:
-    """The Multi30k pairs of `split` ("train", "valid" = val, "test" = test_2016_flickr).
+    """The Multi30k pairs of `split`: train, valid, test, test_2017_flickr or test_2017_mscoco (461 pairs).
 
-    With `data_dir`, reads `{train,val,test_2016_flickr}.{lang}.gz` from it; without, downloads the two files
-    it needs into `cache_dir`/multi30k first (once).
+    With `data_dir`, reads `{name}.{lang}.gz` from it (name: the split, but "valid" is val and "test" is
+    test_2016_flickr); without, downloads the two files it needs into `cache_dir`/multi30k first (once).
 
     Raises:
         DataError: an unknown split or language, a missing file (the fix names --data_dir), or a failed download.

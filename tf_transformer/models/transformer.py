@@ -6,7 +6,7 @@ import keras
 import tensorflow as tf
 
 from tf_transformer.config import ConfigError, TransformerConfig
-from tf_transformer.layers import Decoder, Encoder, TokenEmbedding, _quantized, masking
+from tf_transformer.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, TokenEmbedding, _quantized, masking
 from tf_transformer.layers._building import build_sublayer
 from tf_transformer.layers._ops import dense
 from tf_transformer.layers._options import SublayerOptions
@@ -96,6 +96,27 @@ class Transformer(keras.Model):
                 config.output_vocab_size, use_bias=False, name="output_projection", dtype=self.dtype_policy
             )
         )
+
+    def set_dropout(self, rate: float) -> None:
+        """Sets P_drop, the config's `dropout` (the embeddings and every sublayer output), on the built model.
+
+        A training function traced before keeps the rate it was traced with: rebuild it
+        (`model.make_train_function(force=True)`), as the trainer does when a time budget chooses the dropout.
+        """
+        if rate > 0 and not hasattr(self.embedding_dropout, "seed_generator"):
+            # Keras gives a Dropout layer its random state only when it is created with a positive rate.
+            raise ConfigError(
+                f"dropout: this model was built with dropout 0, so its dropout layers cannot be set to {rate}. "
+                "Fix: build it with a positive dropout and set 0 after (the trainer builds with the highest rate "
+                "of dropout_by_epochs)."
+            )
+        self.config = self.config.replace(dropout=rate)
+        self.embedding_dropout.rate = rate
+        for layer in self._flatten_layers(include_self=False):
+            if isinstance(layer, (Encoder, Decoder, EncoderLayer, DecoderLayer)):
+                layer.dropout = rate
+            if isinstance(layer, (EncoderLayer, DecoderLayer)):
+                layer.dropout_layer.rate = rate  # the residual dropout (attention's and feed-forward's are others)
 
     @property
     def _target_embedding(self):

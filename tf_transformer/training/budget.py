@@ -17,16 +17,22 @@ How (`FitToBudget`, a Keras callback, and `BudgetSchedule` in schedule.py):
    were slower than predicted and the end would come after the deadline, it moves to the last step the time left
    holds (the decay then steepens; `StopAtTimeLimit` still stops the run if the clock runs out first).
 
+4. Dropout (optional, the model config's `dropout_by_epochs`): at the first prediction of a segment (at the start
+   for a plan that ends at `train_steps`) the planned end in epochs chooses the dropout, which then stays for the
+   whole segment: the model's dropout layers are set and the training function traced again (once, a few
+   seconds, kept out of the step timing). Before that choice the first steps train at the config's `dropout`.
+
 The plan is a `BudgetPlan`, written into `train_config.json` (key "budget") and logged at every change.
 
 Restarts, "run the same command again to go on":
 
 - A run stopped before its planned end (a signal, a crash) continues the same plan: the same decay start and
-  end, no new prediction, so it trains the steps and learning rates of the uninterrupted run (its own time
-  limit can still stop it first).
+  end and dropout, no new prediction, so it trains the steps, learning rates and dropout of the uninterrupted
+  run (its own time limit can still stop it first).
 - A run that reached its planned end and is started again (with steps left before `train_steps`) starts a new
   segment: a linear re-warmup over `rewarm_steps` from about zero back to the schedule's curve, then a new
-  prediction for the new time limit and a new decay to zero (the continuation of warmup-stable-decay runs).
+  prediction for the new time limit and a new decay to zero (the continuation of warmup-stable-decay runs), and
+  a dropout chosen anew for the epochs of the new end (the steps before that choice train at the config's).
 - A run without a time limit keeps the schedule as it is, unless `budget_schedule` is "on": then the plan ends
   at `train_steps` (nothing is predicted), and a restart with a larger `train_steps` moves the end (and the
   decay) of the segment in progress, or, after a completed one, starts a new segment with a re-warmup.
@@ -71,6 +77,9 @@ class BudgetPlan:
         end_step: the planned last step; None while calibrating.
         decay_start: the step the linear decay starts at; None while calibrating.
         frozen: True once the decay has started, or when a restart continues the plan: no more predictions.
+        epochs: the planned end in epochs when the dropout was chosen; None: not chosen (yet).
+        dropout: the dropout chosen for those epochs (the model config's `dropout_by_epochs`); None: the config's
+            `dropout`.
     """
 
     time_limit_minutes: Optional[float]
@@ -82,6 +91,8 @@ class BudgetPlan:
     end_step: Optional[int] = None
     decay_start: Optional[int] = None
     frozen: bool = False
+    epochs: Optional[float] = None
+    dropout: Optional[float] = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -107,6 +118,8 @@ class BudgetPlan:
         if self.end_step is None:
             return f"calibrating from step {self.segment_start} (time limit {self.time_limit_minutes:g} min)"
         rewarm = f", after a re-warmup of {self.rewarm_steps} steps" if self.rewarm_steps else ""
+        if self.dropout is not None:
+            rewarm += f"; dropout {self.dropout:g}, chosen for {self.epochs:.1f} epochs"
         if self.time_limit_minutes is None:
             return (
                 f"steps {self.segment_start}-{self.end_step} (train_steps); the learning rate decays linearly to "
@@ -170,7 +183,7 @@ def _new_segment(previous, start_step, time_limit_minutes, decay_fraction, rewar
         segment_start=start_step,
         rewarm_steps=rewarm_steps if start_step > 0 and previous is not None else 0,
         decay_fraction=decay_fraction,
-    )
+    )  # its dropout is chosen anew (FitToBudget)
 
 
 class FitToBudget(keras.callbacks.Callback):
@@ -195,6 +208,11 @@ class FitToBudget(keras.callbacks.Callback):
         pause_every: steps between the pauses at the end of each epoch (validation and checkpoint: the trainer's
             `checkpoint_every`). Each pause is timed apart from the steps and counted as its share of each step,
             so that a window shorter than an epoch that holds one does not read as slow steps; None: no epochs.
+        steps_per_epoch: batches in an epoch of the training data, for `choose_dropout`.
+        choose_dropout: None, or the dropout for a run of a given number of epochs (the model config's
+            `dropout_for_epochs`); chosen once a segment's end is first known, and kept in the plan.
+        apply_dropout: sets a dropout on the model and rebuilds its training function (needed with
+            `choose_dropout`).
         clock: seconds, monotonic (tests pass a fake one).
     """
 
@@ -212,6 +230,9 @@ class FitToBudget(keras.callbacks.Callback):
         reserve_fraction: float = 0.02,
         window_fraction: float = 0.05,
         pause_every: Optional[int] = None,
+        steps_per_epoch: Optional[float] = None,
+        choose_dropout: Optional[Callable[[float], float]] = None,
+        apply_dropout: Optional[Callable[[float], None]] = None,
         clock=time.monotonic,
     ):
         super().__init__()
@@ -227,6 +248,9 @@ class FitToBudget(keras.callbacks.Callback):
         self.reserve_fraction = reserve_fraction
         self.window_fraction = window_fraction
         self.pause_every = pause_every
+        self.steps_per_epoch = steps_per_epoch
+        self.choose_dropout = choose_dropout if steps_per_epoch else None
+        self.apply_dropout = apply_dropout
         self.clock = clock
         # (clock, step) where the timing window began: after the first step of this start (which includes tracing),
         # then at each prediction, so that a prediction follows the machine's current speed.
@@ -249,6 +273,10 @@ class FitToBudget(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         self.schedule.set_plan(**self.plan.schedule_settings())
+        if self.plan.dropout is not None:  # a resumed segment keeps its dropout (before the first trace)
+            self.apply_dropout(self.plan.dropout)
+        elif self.plan.end_step is not None:  # a plan that ends at train_steps: its epochs are known now
+            self._choose_dropout()
         self.on_plan(self.plan)
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -284,8 +312,22 @@ class FitToBudget(keras.callbacks.Callback):
         seconds_per_step = stepping / timed
         if self.pause_every:
             seconds_per_step += self.pause_seconds / self.pause_every
-        self._predict(step, now, seconds_per_step)
-        self.window_start, self.window_pauses = (now, step), 0.0
+        retraced = self._predict(step, now, seconds_per_step)
+        # After a retrace the next step holds the tracing: the next window starts after it.
+        self.window_start, self.window_pauses = (None if retraced else (now, step)), 0.0
+
+    def _choose_dropout(self) -> bool:
+        """Chooses the segment's dropout from its planned end in epochs, once; True when it was applied."""
+        if self.choose_dropout is None or self.plan.dropout is not None:
+            return False
+        self.plan.epochs = round(self.plan.end_step / self.steps_per_epoch, 2)
+        self.plan.dropout = float(self.choose_dropout(self.plan.epochs))
+        self.apply_dropout(self.plan.dropout)
+        logger.info(
+            "Dropout %g for the %.1f epochs the plan holds (%d steps of %.0f batches an epoch).",
+            self.plan.dropout, self.plan.epochs, self.plan.end_step, self.steps_per_epoch,
+        )  # fmt: skip
+        return True
 
     def _keep_end_before_deadline(self, step: int, now: float) -> None:
         """Moves a fixed end earlier when the steps have become slower than predicted, so that the rate still
@@ -312,7 +354,8 @@ class FitToBudget(keras.callbacks.Callback):
         self.schedule.set_plan(**self.plan.schedule_settings())
         self.on_plan(self.plan)
 
-    def _predict(self, step: int, now: float, seconds_per_step: float) -> None:
+    def _predict(self, step: int, now: float, seconds_per_step: float) -> bool:
+        """Predicts the end and places the decay; True when the dropout was chosen (the model retraced)."""
         plan = self.plan
         seconds_left = self.deadline - now - self.reserve_fraction * self.time_limit_seconds
         steps_left = max(int(seconds_left / seconds_per_step), 0) if seconds_per_step > 0 else 0
@@ -326,5 +369,7 @@ class FitToBudget(keras.callbacks.Callback):
         # Frozen from the step before the decay's first: the next prediction would come too late to move it.
         plan.frozen = decay_start <= step + self.repredict_every
         self.schedule.set_plan(**plan.schedule_settings())
-        if changed or plan.frozen:
+        retraced = self._choose_dropout()
+        if changed or plan.frozen or retraced:
             self.on_plan(plan)
+        return retraced

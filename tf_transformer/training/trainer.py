@@ -64,8 +64,8 @@ logger = logging.getLogger("tf_transformer")
 # training hyperparameters (e.g. a lower learning rate after a divergence) do not change the weights' shapes,
 # and the decoding settings (decoding.json's) do not touch training.
 RESUMABLE_CHANGES = (
-    "vocab_size", "target_vocab_size", "dropout", "attention_dropout", "activation_dropout", "label_smoothing",
-    "warmup_steps", "learning_rate_scale", *DECODE_FIELDS,
+    "vocab_size", "target_vocab_size", "dropout", "dropout_by_epochs", "attention_dropout", "activation_dropout",
+    "label_smoothing", "warmup_steps", "learning_rate_scale", *DECODE_FIELDS,
 )  # fmt: skip
 
 
@@ -238,7 +238,7 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
     # Time-limited runs fit their learning rate to the steps the limit holds (training/budget.py).
     budgeted = train_config.fits_budget
     with strategy.scope():
-        model = Transformer(resolved)
+        model = _build_model(resolved)
         optimizer = make_optimizer(resolved, budget=budgeted)
         loss = make_loss(resolved)
         if not multi_worker:
@@ -344,6 +344,9 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
                     functools.partial(_save_plan, model_dir / TRAIN_CONFIG_FILE),
                     repredict_every=min(max(train_config.checkpoint_every, 100), 1000),
                     pause_every=train_config.checkpoint_every,
+                    steps_per_epoch=report.num_batches,
+                    choose_dropout=resolved.dropout_for_epochs if resolved.dropout_rule() else None,
+                    apply_dropout=functools.partial(_apply_dropout, model),
                 )  # fmt: skip
                 history = _fit(
                     model, train_dataset, valid_dataset, manager, train_config, model_dir, bleu, stop_signals, deadline,
@@ -364,6 +367,26 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
         status, final_step, start_step, manager.latest_checkpoint, history, replicas, weights_digest(model),
         bleu.best if bleu is not None else None, planned_end,
     )  # fmt: skip
+
+
+def _build_model(config: TransformerConfig) -> Transformer:
+    """The run's model. When a budget may choose its dropout (`dropout_by_epochs`) and the config's is 0, the dropout
+    layers are built at the highest rate of the rule, then set to 0: Keras gives a Dropout layer its random state
+    only when it is created with a positive rate (with or without a budget, so that the checkpoints of one config
+    hold the same random states)."""
+    highest = max((rate for _, rate in config.dropout_rule()), default=0.0)
+    if config.dropout > 0 or highest == 0:
+        return Transformer(config)
+    model = Transformer(config.replace(dropout=highest))
+    model.set_dropout(config.dropout)
+    return model
+
+
+def _apply_dropout(model, rate: float) -> None:
+    """Sets the model's dropout (a budget's choice) and rebuilds its training function, which would otherwise keep
+    the rate it was traced with."""
+    model.set_dropout(rate)
+    model.make_train_function(force=True)
 
 
 def _save_plan(train_config_path: pathlib.Path, plan) -> None:
