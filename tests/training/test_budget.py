@@ -319,14 +319,20 @@ def learning_rates(model_dir):
     return [rates[step] for step in sorted(rates)]
 
 
-def test_a_time_limited_run_ends_its_learning_rate_near_zero_and_says_what_it_planned(tmp_path, small_corpus):
+def tiny_model_and_data(small_corpus, **model_changes):
+    """A one-layer model without dropout and the small corpus's files: runs of a few seconds."""
     model = tft.TransformerConfig.from_preset("tiny").replace(
-        d_model=32, d_ff=64, num_encoder_layers=1, num_decoder_layers=1, dropout=0.0, warmup_steps=20
+        d_model=32, d_ff=64, num_encoder_layers=1, num_decoder_layers=1, dropout=0.0, warmup_steps=20, **model_changes
     )
     data = DataConfig(
         dataset="files", train_source=str(small_corpus["train_en"]), train_target=str(small_corpus["train_de"]),
         vocab_size=500, batch_tokens=512, max_length=32, seed=1,
     )  # fmt: skip
+    return model, data
+
+
+def test_a_time_limited_run_ends_its_learning_rate_near_zero_and_says_what_it_planned(tmp_path, small_corpus):
+    model, data = tiny_model_and_data(small_corpus)
     # budget_schedule left at its default, "auto": a time limit is enough.
     limited = TrainConfig(
         model_dir=str(tmp_path), train_steps=100_000, time_limit_minutes=0.4, checkpoint_every=200, log_every=5, seed=1
@@ -352,14 +358,7 @@ def test_a_time_limited_run_ends_its_learning_rate_near_zero_and_says_what_it_pl
 
 def test_a_time_limited_run_chooses_its_dropout_at_its_first_prediction_and_trains_on(tmp_path, small_corpus):
     # A limit the run does not reach: the plan ends at train_steps (150), first predicted after 100 timed steps.
-    model = tft.TransformerConfig.from_preset("tiny").replace(
-        d_model=32, d_ff=64, num_encoder_layers=1, num_decoder_layers=1, dropout=0.0, warmup_steps=20,
-        dropout_by_epochs="0:0.3,1000:0.1",
-    )  # fmt: skip
-    data = DataConfig(
-        dataset="files", train_source=str(small_corpus["train_en"]), train_target=str(small_corpus["train_de"]),
-        vocab_size=500, batch_tokens=512, max_length=32, seed=1,
-    )  # fmt: skip
+    model, data = tiny_model_and_data(small_corpus, dropout_by_epochs="0:0.3,1000:0.1")
     config = TrainConfig(
         model_dir=str(tmp_path), train_steps=150, time_limit_minutes=5, checkpoint_every=50, log_every=5, seed=1
     )
