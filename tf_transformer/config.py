@@ -78,6 +78,11 @@ class JsonConfig:
 
     def with_overrides(self, overrides: Sequence[str]):
         """Applies "field=value" strings, the value in JSON ("d_model=256", "seed=null") or a bare word."""
+        return self.replace(**self._override_changes(overrides))
+
+    @staticmethod
+    def _override_changes(overrides: Sequence[str]) -> dict:
+        """The "field=value" strings as a dict of field -> value (see `with_overrides`)."""
         changes = {}
         for override in overrides:
             key, separator, raw = override.partition("=")
@@ -87,7 +92,7 @@ class JsonConfig:
                 changes[key.strip()] = json.loads(raw)
             except json.JSONDecodeError:
                 changes[key.strip()] = raw  # a bare word such as learned or a path
-        return self.replace(**changes)
+        return changes
 
     def _check_field_types(self, examples: Optional[Mapping[str, Any]] = None) -> None:
         """The one type check of the config dataclasses: each field against its annotation (`int`, `float`,
@@ -301,11 +306,10 @@ class TransformerConfig(JsonConfig):
     def with_overrides(self, overrides: Sequence[str]) -> "TransformerConfig":
         """`JsonConfig.with_overrides`; a `dropout` given without `dropout_by_epochs` also turns that rule off, so
         that `--override=dropout=0.3` trains at 0.3 whatever the run's budget."""
-        keys = {override.partition("=")[0].strip() for override in overrides}
-        config = super().with_overrides(overrides)
-        if "dropout" in keys and "dropout_by_epochs" not in keys and config.dropout_by_epochs is not None:
-            config = config.replace(dropout_by_epochs=None)
-        return config
+        changes = self._override_changes(overrides)
+        if "dropout" in changes:
+            changes.setdefault("dropout_by_epochs", None)
+        return self.replace(**changes)
 
     # ----------------------------------------------------------------------------------------- derived
 
