@@ -50,6 +50,9 @@ def test_config_is_frozen():
         (dict(d_model="512"), "d_model", "expected int"),
         (dict(share_embeddings="yes"), "share_embeddings", "expected bool"),
         (dict(warmup_steps=0), "warmup_steps", "positive"),
+        (dict(subword_nbest_size=64, subword_alpha=0.0), "subword_alpha", "subword_nbest_size=0"),
+        (dict(subword_nbest_size=-1, subword_alpha=-0.5), "subword_alpha", "positive"),
+        (dict(subword_nbest_size=1.5), "subword_nbest_size", "expected int"),
     ],
 )
 def test_invalid_fields_name_the_field_and_the_fix(changes, field, fix):
@@ -157,3 +160,10 @@ def test_load_takes_a_preset_name_or_a_json_path(tmp_path):
     assert TransformerConfig.load(str(path)).d_model == 256
     with pytest.raises(ConfigError, match="does not exist"):
         TransformerConfig.load(str(tmp_path / "missing.json"))
+
+
+@pytest.mark.parametrize("nbest_size, samples", [(0, False), (1, False), (64, True), (-1, True)])
+def test_subword_sampling_is_on_for_nbest_sizes_other_than_0_and_1(nbest_size, samples):
+    # alpha does not matter (nor is it checked) while sampling is off
+    config = TransformerConfig(subword_nbest_size=nbest_size, subword_alpha=0.1 if samples else 0.0)
+    assert config.samples_subwords is samples

@@ -159,6 +159,12 @@ class TransformerConfig(JsonConfig):
         attention_dropout: dropout on the attention weights (0 in the paper).
         activation_dropout: dropout on the feed-forward's inner activations (0 in the paper).
         label_smoothing: epsilon_ls of the training loss.
+        subword_nbest_size, subword_alpha: subword regularization (Kudo 2018): the training pairs are cut into
+            pieces sampled anew each time they are read, from the `subword_nbest_size` best segmentations of the
+            SentencePiece vocabulary (-1: all of them), with probabilities raised to `subword_alpha` (lower:
+            flatter, more varied). 0 (the default) cuts them the one best way, as validation, translation and
+            export always do. Needs a SentencePiece vocabulary, and neither `deterministic` batches nor
+            multi-worker training (tf-text's sampling takes no seed).
         max_length: the longest sequence (source or target, in tokens) the model accepts.
         position_encoding: "sinusoidal" (the paper) or "learned".
         norm_first: False for the paper's post-norm LayerNorm(x + Sublayer(x)), True for pre-norm.
@@ -193,6 +199,8 @@ class TransformerConfig(JsonConfig):
     attention_dropout: float = 0.0
     activation_dropout: float = 0.0
     label_smoothing: float = 0.1
+    subword_nbest_size: int = 0
+    subword_alpha: float = 0.1
     max_length: int = 512
     position_encoding: str = "sinusoidal"
     norm_first: bool = False
@@ -258,6 +266,11 @@ class TransformerConfig(JsonConfig):
             if not 0.0 <= value < 1.0:
                 raise ConfigError(f"{name}: must be in [0, 1), got {value}. Fix: use e.g. {name}=0.1.")
         self.dropout_rule()  # raises ConfigError when malformed
+        if self.samples_subwords and self.subword_alpha <= 0:
+            raise ConfigError(
+                f"subword_alpha: must be positive when subword_nbest_size samples, got {self.subword_alpha}. "
+                "Fix: use e.g. subword_alpha=0.1, or subword_nbest_size=0 to turn sampling off."
+            )
         if self.position_encoding not in POSITION_ENCODINGS:
             raise ConfigError(unknown_option("position_encoding", self.position_encoding, POSITION_ENCODINGS))
         if self.activation not in ACTIVATIONS:
@@ -317,6 +330,11 @@ class TransformerConfig(JsonConfig):
     def output_vocab_size(self) -> int:
         """The target vocabulary size: `target_vocab_size`, or `vocab_size` for one shared vocabulary."""
         return self.vocab_size if self.target_vocab_size is None else self.target_vocab_size
+
+    @property
+    def samples_subwords(self) -> bool:
+        """Whether training samples its subword segmentations (`subword_nbest_size` other than 0 and 1)."""
+        return self.subword_nbest_size not in (0, 1)
 
     def dropout_rule(self) -> tuple:
         """`dropout_by_epochs` as ((epochs, dropout), ...), ascending; () when None.

@@ -293,3 +293,26 @@ def test_too_small_a_vocabulary_for_the_characters_says_raise_it(tmp_path):
 
     with pytest.raises(DataError, match="Fix: raise --vocab_size"):
         train_sentencepiece(["abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789"] * 20, tmp_path, 12)
+
+
+def test_a_sampling_tokenizer_cuts_anew_each_call_and_detokenizes_to_the_same_text(tokenizer, multi30k_dir):
+    sentences = read_gzip_lines(multi30k_dir / "val.de.gz", 200)
+    best = tokenizer.tokenize(sentences).to_list()
+    sampling = tokenizer.sampling(nbest_size=64, alpha=0.1)
+    first, second = (sampling.tokenize(sentences).to_list() for _ in range(2))
+    assert sum(a != b for a, b in zip(first, best, strict=True)) > 100  # most sentences cut another way
+    assert sum(a != b for a, b in zip(first, second, strict=True)) > 100  # and anew on the next call
+    assert [t.decode() for t in sampling.detokenize(tf.ragged.constant(first)).numpy()] == [
+        nmt_nfkc(sentence) for sentence in sentences
+    ]
+    assert tokenizer.tokenize(sentences).to_list() == best  # the vocabulary itself still cuts one way
+    batches = tf.data.Dataset.from_tensor_slices(sentences).batch(50).map(sampling.tokenize)
+    assert sum(int(batch.nrows()) for batch in batches) == 200  # also in tf.data
+
+
+def test_sampling_a_wordpiece_vocabulary_is_a_clear_error():
+    from tf_transformer.config import ConfigError
+
+    wordpiece = Tokenizer.from_wordpiece(list(WORDPIECE_SPECIAL_TOKENS) + ["a", "##b"])
+    with pytest.raises(ConfigError, match="^subword_nbest_size: .*SentencePiece.*Fix"):
+        wordpiece.sampling(nbest_size=64, alpha=0.1)

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 import tf_transformer as tft
 from tf_transformer.config import ConfigError
-from tf_transformer.data import DataConfig, synthetic_translation_dataset
+from tf_transformer.data import DataConfig, Tokenizer, synthetic_translation_dataset
 from tf_transformer.training import (
     StopSignals,
     TrainConfig,
@@ -254,3 +254,30 @@ def test_a_time_limit_is_refused_for_multi_worker_training(tmp_path, small_corpu
     train_config = TrainConfig(model_dir=str(tmp_path / "run"), train_steps=2, time_limit_minutes=30, seed=1)
     with pytest.raises(ConfigError, match="^time_limit_minutes: not supported with strategy=multi_worker.*Fix"):
         _check_settings(MODEL, data_config(small_corpus), train_config, multi_worker=True)
+
+
+@pytest.mark.parametrize("deterministic, multi_worker", [(True, False), (False, True)])
+def test_subword_sampling_is_refused_where_batches_must_repeat(tmp_path, small_corpus, deterministic, multi_worker):
+    train_config = TrainConfig(model_dir=str(tmp_path / "run"), train_steps=2, seed=1)
+    data = data_config(small_corpus, deterministic=deterministic)
+    with pytest.raises(ConfigError, match="^subword_nbest_size: .*takes no seed. Fix: pass --override=subword_nbest"):
+        _check_settings(MODEL.replace(subword_nbest_size=64), data, train_config, multi_worker=multi_worker)
+    _check_settings(MODEL.replace(subword_nbest_size=1), data, train_config, multi_worker=multi_worker)  # 1: off
+
+
+def test_a_run_with_subword_sampling_trains_on_sampled_pieces_and_validates_on_the_best(tmp_path, small_corpus):
+    from tf_transformer.training.trainer import _training_tokenizer
+
+    result = train(
+        MODEL.replace(subword_nbest_size=-1, subword_alpha=0.1),
+        data_config(small_corpus, deterministic=False, valid_source=str(small_corpus["valid_en"]),
+                    valid_target=str(small_corpus["valid_de"])),
+        TrainConfig(model_dir=str(tmp_path), train_steps=4, checkpoint_every=4, seed=1),
+    )
+    assert result.status == "completed" and result.step == 4 and np.isfinite(result.history["val_loss"][-1])
+    tokenizer = Tokenizer.from_directory(tmp_path / "vocab")
+    assert _training_tokenizer(tokenizer, MODEL) is tokenizer  # off: the one best cut
+    sampling = _training_tokenizer(tokenizer, MODEL.replace(subword_nbest_size=-1, subword_alpha=0.1))
+    sentence = "Two young, White males are outside near many bushes."
+    cuts = {tuple(sampling.tokenize(sentence).numpy().tolist()) for _ in range(10)}
+    assert len(cuts) > 1  # a new cut on (nearly) every call

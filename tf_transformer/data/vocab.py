@@ -161,6 +161,31 @@ class Tokenizer(tf.Module):
             f"tools/build_vocab.py --output_dir={path}."
         )
 
+    def sampling(self, nbest_size: int, alpha: float) -> "Tokenizer":
+        """This vocabulary, cutting text into a segmentation sampled anew on every call: subword regularization
+        (Kudo 2018), tensorflow-text's `SentencepieceTokenizer(nbest_size=..., alpha=...)`. For training batches
+        only; detokenizing any sample gives the text back.
+
+        Args:
+            nbest_size: sample from this many best segmentations; -1 (any negative): from all of them.
+            alpha: the segmentations' probabilities are raised to this power (lower: flatter, more varied).
+
+        Raises:
+            ConfigError: the vocabulary is WordPiece, which has one segmentation only.
+        """
+        if self.kind != "sentencepiece":
+            raise ConfigError(
+                "subword_nbest_size: sampling segmentations needs a SentencePiece vocabulary, this one is "
+                f"{self.kind}. Fix: use --vocab_type=sentencepiece, or --override=subword_nbest_size=0."
+            )
+        from tf_transformer.data._tf_text_private import shared_sentencepiece_tokenizer
+
+        model = self._options["model"]
+        tokenizer = shared_sentencepiece_tokenizer(
+            model, out_type=tf.int32, add_bos=False, add_eos=False, nbest_size=nbest_size, alpha=alpha
+        )
+        return Tokenizer("sentencepiece", tokenizer, self.vocab_size, {"model": model})
+
     def save(self, directory: PathLike, extra: Optional[dict] = None) -> pathlib.Path:
         """Writes the vocabulary files and `tokenizer.json` (with `extra` facts) into `directory`, atomically."""
         directory = pathlib.Path(directory)

@@ -65,7 +65,7 @@ logger = logging.getLogger("tf_transformer")
 # and the decoding settings (decoding.json's) do not touch training.
 RESUMABLE_CHANGES = (
     "vocab_size", "target_vocab_size", "dropout", "dropout_by_epochs", "attention_dropout", "activation_dropout",
-    "label_smoothing", "warmup_steps", "learning_rate_scale", *DECODE_FIELDS,
+    "label_smoothing", "subword_nbest_size", "subword_alpha", "warmup_steps", "learning_rate_scale", *DECODE_FIELDS,
 )  # fmt: skip
 
 
@@ -331,8 +331,8 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
                 )
             else:
                 train_dataset = data_lib.make_dataset(
-                    data_config, tokenizer, "train", training=True, corpus=train_corpus, batch_multiple=batch_multiple,
-                    skip_batches=skip,
+                    data_config, _training_tokenizer(tokenizer, resolved), "train", training=True, corpus=train_corpus,
+                    batch_multiple=batch_multiple, skip_batches=skip,
                 )  # fmt: skip
                 valid_dataset = _validation_dataset(data_config, tokenizer, valid_corpus, train_config, batch_multiple)
                 deadline = None if train_config.time_limit_minutes is None else (
@@ -425,6 +425,13 @@ def _check_settings(model_config, data_config, train_config, multi_worker) -> No
         raise ConfigError(
             "bleu_every: validation BLEU needs a validation split. Fix: pass --valid_source=PATH and "
             "--valid_target=PATH, or set --bleu_every=0."
+        )
+    if model_config.samples_subwords and (multi_worker or data_config.deterministic or train_config.deterministic):
+        why = "multi-worker training shards one order of batches" if multi_worker else "deterministic batches need"
+        raise ConfigError(
+            f"subword_nbest_size: the model config samples subword segmentations ({model_config.subword_nbest_size}), "
+            f"but {why} the same pieces on every run, and tf-text's sampling takes no seed. Fix: pass "
+            "--override=subword_nbest_size=0, or leave out --deterministic / multi_worker_mirrored."
         )
     if multi_worker and data_config.seed is None:
         raise ConfigError(
@@ -519,6 +526,20 @@ def _vocabulary(data_config, vocab_dir: pathlib.Path, train_corpus, is_chief: bo
     finally:
         for number, handler in previous.items():
             signal.signal(number, signal.SIG_DFL if handler is None else handler)
+
+
+def _training_tokenizer(tokenizer, model_config):
+    """The tokenizer of the training batches: one that samples segmentations when the model config asks for subword
+    regularization (`subword_nbest_size`), else the vocabulary's one best cut. Validation always cuts the one best
+    way. A resumed run skips as many batches as it trained on; with sampling those batches are cut anew, so it goes
+    on at about, not exactly, the pair where it stopped."""
+    if not model_config.samples_subwords:
+        return tokenizer
+    logger.info(
+        "Subword regularization: training pairs cut into a segmentation sampled from the %s best (alpha %g).",
+        model_config.subword_nbest_size if model_config.subword_nbest_size > 0 else "all", model_config.subword_alpha,
+    )  # fmt: skip
+    return tokenizer.sampling(model_config.subword_nbest_size, model_config.subword_alpha)
 
 
 def _validation_dataset(data_config, tokenizer, valid_corpus, train_config, batch_multiple=1):
