@@ -427,10 +427,12 @@ def _check_settings(model_config, data_config, train_config, multi_worker) -> No
             "--valid_target=PATH, or set --bleu_every=0."
         )
     if model_config.samples_subwords and (multi_worker or data_config.deterministic or train_config.deterministic):
-        why = "multi-worker training shards one order of batches" if multi_worker else "deterministic batches need"
+        why = "every worker of multi-worker training must make the same batches" if multi_worker else (
+            "deterministic batches must be the same on every run"
+        )
         raise ConfigError(
             f"subword_nbest_size: the model config samples subword segmentations ({model_config.subword_nbest_size}), "
-            f"but {why} the same pieces on every run, and tf-text's sampling takes no seed. Fix: pass "
+            f"but {why}, and tf-text's sampling takes no seed. Fix: pass "
             "--override=subword_nbest_size=0, or leave out --deterministic / multi_worker_mirrored."
         )
     if multi_worker and data_config.seed is None:
