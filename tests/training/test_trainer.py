@@ -265,7 +265,7 @@ def test_subword_sampling_is_refused_where_batches_must_repeat(tmp_path, small_c
     _check_settings(MODEL.replace(subword_nbest_size=1), data, train_config, multi_worker=multi_worker)  # 1: off
 
 
-def test_a_run_with_subword_sampling_trains_on_sampled_pieces_and_validates_on_the_best(tmp_path, small_corpus):
+def test_a_run_with_subword_sampling_trains_and_its_training_tokenizer_samples(tmp_path, small_corpus):
     from tf_transformer.training.trainer import _training_tokenizer
 
     result = train(

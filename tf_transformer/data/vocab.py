@@ -81,8 +81,6 @@ class Tokenizer(tf.Module):
         """
         import sentencepiece
 
-        from tf_transformer.data._tf_text_private import shared_sentencepiece_tokenizer
-
         if not isinstance(model, bytes):
             model = pathlib.Path(model).read_bytes()
         processor = sentencepiece.SentencePieceProcessor(model_proto=model)
@@ -92,9 +90,16 @@ class Tokenizer(tf.Module):
                 f"the SentencePiece model uses pad/bos/eos/unk ids {ids}, but tf_transformer needs (0, 1, 2, 3). "
                 "Fix: train it with tools/build_vocab.py (or pad_id=0 bos_id=1 eos_id=2 unk_id=3)."
             )
+        return cls._sentencepiece(model, processor.get_piece_size())
+
+    @classmethod
+    def _sentencepiece(cls, model: bytes, vocab_size: int, **sampling) -> "Tokenizer":
+        """The tokenizer of a checked SentencePiece model; `sampling` (nbest_size, alpha) for `sampling`."""
+        from tf_transformer.data._tf_text_private import shared_sentencepiece_tokenizer
+
         # Not tf-text's own: its model resource would not survive tf.random.set_seed (see the module).
-        tokenizer = shared_sentencepiece_tokenizer(model, out_type=tf.int32, add_bos=False, add_eos=False)
-        return cls("sentencepiece", tokenizer, processor.get_piece_size(), {"model": model})
+        tokenizer = shared_sentencepiece_tokenizer(model, out_type=tf.int32, add_bos=False, add_eos=False, **sampling)
+        return cls("sentencepiece", tokenizer, vocab_size, {"model": model})
 
     @classmethod
     def from_wordpiece(
@@ -178,13 +183,7 @@ class Tokenizer(tf.Module):
                 "subword_nbest_size: sampling segmentations needs a SentencePiece vocabulary, this one is "
                 f"{self.kind}. Fix: use --vocab_type=sentencepiece, or --override=subword_nbest_size=0."
             )
-        from tf_transformer.data._tf_text_private import shared_sentencepiece_tokenizer
-
-        model = self._options["model"]
-        tokenizer = shared_sentencepiece_tokenizer(
-            model, out_type=tf.int32, add_bos=False, add_eos=False, nbest_size=nbest_size, alpha=alpha
-        )
-        return Tokenizer("sentencepiece", tokenizer, self.vocab_size, {"model": model})
+        return self._sentencepiece(self._options["model"], self.vocab_size, nbest_size=nbest_size, alpha=alpha)
 
     def save(self, directory: PathLike, extra: Optional[dict] = None) -> pathlib.Path:
         """Writes the vocabulary files and `tokenizer.json` (with `extra` facts) into `directory`, atomically."""
