@@ -283,6 +283,16 @@ def test_restarts_continue_the_plan_or_start_a_new_segment_with_a_rewarmup():
     assert plan_for_start(None, 3000, 58.0, 0.2, rewarm_steps=500, train_steps=30_000).rewarm_steps == 0
 
 
+def test_train_config_json_holds_the_plan_and_still_loads_as_the_run(tmp_path):
+    config = TrainConfig(model_dir=str(tmp_path), time_limit_minutes=58.0)
+    plan = BudgetPlan(58.0, 0, 0, 0.2, 0.45, 1000, 7000, 5600, False)
+    config.to_json(tmp_path / "train_config.json", budget=plan.to_dict())  # one write, the plan included
+    assert read_plan(tmp_path / "train_config.json") == plan
+    assert TrainConfig.from_json(tmp_path / "train_config.json") == config
+    config.to_json(tmp_path / "train_config.json")
+    assert read_plan(tmp_path / "train_config.json") is None
+
+
 def test_without_a_time_limit_the_plan_ends_at_train_steps_and_a_larger_train_steps_moves_it():
     plan = plan_for_start(None, 0, None, 0.2, rewarm_steps=500, train_steps=7000)
     assert (plan.segment_start, plan.decay_start, plan.end_step, plan.frozen) == (0, 5600, 7000, True)

@@ -138,7 +138,12 @@ def read_plan(train_config_path: pathlib.Path) -> Optional[BudgetPlan]:
         values = json.loads(pathlib.Path(train_config_path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return BudgetPlan.from_dict(values.get(PLAN_KEY)) if isinstance(values, dict) else None
+    return plan_in(values)
+
+
+def plan_in(train_config_values) -> Optional[BudgetPlan]:
+    """The plan in the values of a train_config.json (None when it has none)."""
+    return BudgetPlan.from_dict(train_config_values.get(PLAN_KEY)) if isinstance(train_config_values, dict) else None
 
 
 def write_plan(train_config_path: pathlib.Path, plan: BudgetPlan) -> None:

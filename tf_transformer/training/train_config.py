@@ -156,13 +156,16 @@ class TrainConfig(JsonConfig):
         path: Union[str, os.PathLike, None] = None,
         precision: Optional[tuple] = None,
         initialized_from: Optional[dict] = None,
+        budget: Optional[dict] = None,
     ) -> str:
         """Returns the config as JSON text; with `path`, also writes it there (atomically).
 
         `precision`, the (policy, reason) `resolve_precision` gave: `mixed_precision` then holds the policy the
         run trains in, and when that was resolved from "auto", `mixed_precision_requested` and
         `mixed_precision_reason` say so (a restart resolves "auto" again, perhaps on other hardware).
-        `initialized_from`, a fine-tuning run's source (path, checkpoint, step), is written under that key.
+        `initialized_from`, a fine-tuning run's source (path, checkpoint, step), is written under that key;
+        `budget`, the time budget's plan (`BudgetPlan.to_dict`), under "budget", in the same write (a stop between
+        two writes would leave a file without the plan that a restart continues).
         """
         values = self.to_dict()
         if precision is not None and precision[0] != self.mixed_precision:
@@ -170,6 +173,8 @@ class TrainConfig(JsonConfig):
             values["mixed_precision_reason"] = precision[1]
         if initialized_from is not None:
             values[INITIALIZED_FROM] = initialized_from
+        if budget is not None:
+            values["budget"] = budget
         text = json.dumps(values, indent=2) + "\n"
         if path is not None:
             write_atomically(path, text)

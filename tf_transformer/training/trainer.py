@@ -251,7 +251,9 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
     restored = restore_newest_readable(
         tf.train.Checkpoint(model=model, optimizer=optimizer), model_dir / CHECKPOINT_DIR, set_aside=is_chief
     )
-    initialized_from = _previous_init_record(model_dir)  # a resumed fine-tuning run keeps its record
+    # Read before it is written again below: a restart keeps a fine-tuning run's record and continues its plan.
+    previous_train_config = _previous_train_config(model_dir)
+    initialized_from = previous_train_config.get(INITIALIZED_FROM)  # a resumed fine-tuning run keeps its record
     if restored is None and init_source is not None:
         # The weights only: Adam's moments, the step (0), the input position and dropout states start afresh.
         fine_tuning.initialize_weights(model, init_source)
@@ -272,9 +274,9 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
     )
 
     plan = None
-    if budgeted:  # read before train_config.json is written again: a restart continues or follows the last plan
+    if budgeted:  # a restart continues or follows the last plan
         plan = budget_lib.plan_for_start(
-            budget_lib.read_plan(model_dir / TRAIN_CONFIG_FILE), start_step, train_config.time_limit_minutes,
+            budget_lib.plan_in(previous_train_config), start_step, train_config.time_limit_minutes,
             train_config.budget_decay_fraction, rewarm_steps=max(resolved.warmup_steps // 4, 1),
             train_steps=train_config.train_steps,
         )  # fmt: skip
@@ -282,9 +284,10 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
         update_decoding_json(model_dir, resolved)  # before config.json, which it compares with
         resolved.to_json(model_dir / CONFIG_FILE)
         data_config.to_json(model_dir / DATA_CONFIG_FILE)
-        train_config.to_json(model_dir / TRAIN_CONFIG_FILE, precision=precision, initialized_from=initialized_from)
-        if plan is not None:
-            budget_lib.write_plan(model_dir / TRAIN_CONFIG_FILE, plan)
+        train_config.to_json(
+            model_dir / TRAIN_CONFIG_FILE, precision=precision, initialized_from=initialized_from,
+            budget=None if plan is None else plan.to_dict(),
+        )  # fmt: skip
         report.to_json(model_dir / DATA_REPORT_FILE)
 
     replicas = strategy.num_replicas_in_sync
@@ -464,12 +467,13 @@ def _init_source(model_config, data_config, train_config, model_dir: pathlib.Pat
     return source
 
 
-def _previous_init_record(model_dir: pathlib.Path) -> Optional[dict]:
-    """The "initialized_from" record of the run's earlier train_config.json, if any."""
+def _previous_train_config(model_dir: pathlib.Path) -> dict:
+    """The values of the run's earlier train_config.json ({} when there is none, or it is unreadable)."""
     try:
-        return json.loads((model_dir / TRAIN_CONFIG_FILE).read_text(encoding="utf-8")).get(INITIALIZED_FROM)
-    except (OSError, ValueError, AttributeError):
-        return None
+        values = json.loads((model_dir / TRAIN_CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return values if isinstance(values, dict) else {}
 
 
 def _saved_report(path: pathlib.Path, train_corpus):
