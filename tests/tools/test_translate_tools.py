@@ -388,3 +388,29 @@ def test_translate_with_target_prefixes_and_the_guards_as_flags(model_dir, sourc
         refused = run("translate.py", f"--model_dir={model_dir}", f"--input={source_file}", flag)
         assert refused.returncode == 1 and message in refused.stderr, refused.stderr[-3000:]
         assert "Fix:" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_train_lowercase_makes_a_model_that_folds_case_in_and_writes_lowercase_out(corpus, sources, tmp_path):
+    path = tmp_path / "lowercase"
+    result = run(
+        "train.py", "--config=tiny", "--override=d_model=16", "--override=d_ff=32", "--override=num_heads=2",
+        "--override=num_encoder_layers=1", "--override=num_decoder_layers=1",
+        "--dataset=files", f"--train_source={corpus['train_en']}", f"--train_target={corpus['train_de']}",
+        f"--valid_source={corpus['valid_en']}", f"--valid_target={corpus['valid_de']}", f"--model_dir={path}",
+        "--vocab_size=400", "--batch_tokens=512", "--seed=1", "--validation_batches=1", "--train_steps=2",
+        "--lowercase",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((path / "data_config.json").read_text())["lowercase"] is True
+    cased = [line for line in sources if line.strip()]
+    assert any(line != line.lower() for line in cased)  # the test has capitals to fold
+    # One call: the sentences as they are, lowercased, and uppercased.
+    lines = cased + [line.lower() for line in cased] + [line.upper() for line in cased]
+    translated = run("translate.py", f"--model_dir={path}", "--method=greedy", *DECODING, stdin="\n".join(lines) + "\n")
+    assert translated.returncode == 0, translated.stderr[-3000:]
+    outputs = translated.stdout.splitlines()
+    assert len(outputs) == len(lines)
+    # The model folds its input (so the case of the source cannot change the translation) and writes lowercase.
+    count = len(cased)
+    assert outputs[:count] == outputs[count : 2 * count] == outputs[2 * count :]
+    assert all(line == line.lower() for line in outputs)
