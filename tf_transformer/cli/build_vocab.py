@@ -1,7 +1,7 @@
 """Builds the subword vocabulary of a training corpus (joint SentencePiece, or WordPiece) into a folder.
 
 tft-build-vocab --config=configs/multi30k.json --dataset=multi30k --data_dir=../shared/data/multi30k \
-    --source_lang=en --target_lang=de --output_dir=/tmp/vocab      # 4,000 pieces: the config's vocab_size
+    --source_lang=en --target_lang=de --output_dir=/tmp/vocab      # 8,000 pieces: the config's vocab_size
 tft-build-vocab --dataset=files --train_source=train.en.gz --train_target=train.de.gz --vocab_size=8000 --output_dir=DIR
 tft-build-vocab --data_config=data.json --output_dir=DIR      # flags given override the file
 
