@@ -54,11 +54,9 @@ from typing import Callable, Optional
 import keras
 
 from tf_transformer.files import write_atomically
+from tf_transformer.training.train_config import PLAN_KEY, saved_values
 
 logger = logging.getLogger(__name__)
-
-# The key of the plan in train_config.json.
-PLAN_KEY = "budget"
 
 
 @dataclasses.dataclass
@@ -134,16 +132,12 @@ class BudgetPlan:
 
 def read_plan(train_config_path: pathlib.Path) -> Optional[BudgetPlan]:
     """The plan saved in an earlier start's train_config.json, if any."""
-    try:
-        values = json.loads(pathlib.Path(train_config_path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return plan_in(values)
+    return plan_in(saved_values(train_config_path))
 
 
-def plan_in(train_config_values) -> Optional[BudgetPlan]:
-    """The plan in the values of a train_config.json (None when it has none)."""
-    return BudgetPlan.from_dict(train_config_values.get(PLAN_KEY)) if isinstance(train_config_values, dict) else None
+def plan_in(train_config_values: dict) -> Optional[BudgetPlan]:
+    """The plan in the values of a train_config.json (`train_config.saved_values`; None when it has none)."""
+    return BudgetPlan.from_dict(train_config_values.get(PLAN_KEY))
 
 
 def write_plan(train_config_path: pathlib.Path, plan: BudgetPlan) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import pathlib
 from typing import Any, Mapping, Optional, Union
 
 from tf_transformer.config import ConfigError, JsonConfig, unknown_option
@@ -15,9 +16,19 @@ PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 BUDGET_SCHEDULES = ("auto", "on", "off")
 # Written beside the fields in train_config.json: how "auto" precision was resolved (see `TrainConfig.to_json`)
 # and a time-limited run's plan (`tf_transformer.training.budget`); they describe the run, so `from_dict` drops them.
-RESOLUTION_FIELDS = ("mixed_precision_requested", "mixed_precision_reason", "budget")
+PLAN_KEY = "budget"  # the time budget's plan (`budget.BudgetPlan.to_dict`)
+RESOLUTION_FIELDS = ("mixed_precision_requested", "mixed_precision_reason", PLAN_KEY)
 # A fine-tuning run's source (`fine_tuning.InitSource.record`), written beside the fields; it informs only.
 INITIALIZED_FROM = "initialized_from"
+
+
+def saved_values(path: Union[str, os.PathLike]) -> dict:
+    """The values of a written train_config.json, records included ({} when it is missing or unreadable)."""
+    try:
+        values = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return values if isinstance(values, dict) else {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,7 +185,7 @@ class TrainConfig(JsonConfig):
         if initialized_from is not None:
             values[INITIALIZED_FROM] = initialized_from
         if budget is not None:
-            values["budget"] = budget
+            values[PLAN_KEY] = budget
         text = json.dumps(values, indent=2) + "\n"
         if path is not None:
             write_atomically(path, text)

@@ -55,7 +55,7 @@ from tf_transformer.training.optimizer import make_loss, make_optimizer
 from tf_transformer.training.precision import resolve_precision, restores_dtype_policy
 from tf_transformer.training.resume_state import KEY as RESUME_STATE_KEY
 from tf_transformer.training.resume_state import ResumeState
-from tf_transformer.training.train_config import INITIALIZED_FROM, TrainConfig
+from tf_transformer.training.train_config import INITIALIZED_FROM, TrainConfig, saved_values
 from tf_transformer.training.validation_bleu import ValidationBleu
 
 logger = logging.getLogger("tf_transformer")
@@ -252,7 +252,7 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
         tf.train.Checkpoint(model=model, optimizer=optimizer), model_dir / CHECKPOINT_DIR, set_aside=is_chief
     )
     # Read before it is written again below: a restart keeps a fine-tuning run's record and continues its plan.
-    previous_train_config = _previous_train_config(model_dir)
+    previous_train_config = saved_values(model_dir / TRAIN_CONFIG_FILE)
     initialized_from = previous_train_config.get(INITIALIZED_FROM)  # a resumed fine-tuning run keeps its record
     if restored is None and init_source is not None:
         # The weights only: Adam's moments, the step (0), the input position and dropout states start afresh.
@@ -465,15 +465,6 @@ def _init_source(model_config, data_config, train_config, model_dir: pathlib.Pat
     fine_tuning.check_fits(model_config, data_config, source)
     fine_tuning.check_readable(source)  # every tensor read once: a damaged checkpoint stops before any write
     return source
-
-
-def _previous_train_config(model_dir: pathlib.Path) -> dict:
-    """The values of the run's earlier train_config.json ({} when there is none, or it is unreadable)."""
-    try:
-        values = json.loads((model_dir / TRAIN_CONFIG_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return values if isinstance(values, dict) else {}
 
 
 def _saved_report(path: pathlib.Path, train_corpus):
