@@ -17,6 +17,9 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
+# TensorFlow exports only the enabling side of op determinism; restoring a caller's setting needs the other.
+from tensorflow.python.framework import config as tf_framework_config
+
 from tf_transformer import data as data_lib
 from tf_transformer.checkpoints import restore_newest_readable
 from tf_transformer.config import DECODE_FIELDS, ConfigError, TransformerConfig
@@ -171,7 +174,27 @@ def _open_optional(data_config, split: str):
     return data_lib.open_corpus(data_config, split)
 
 
+def _restores_op_determinism(function):
+    """Decorator: TensorFlow's process-wide op determinism is as the caller had it when `function` returns or raises.
+
+    `train(deterministic=True)` turns it on; left on, it would change the kernels (and so the numerics) of
+    everything the caller runs next in the process (a notebook, a test suite's later tests).
+    """
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        was_enabled = tf_framework_config.is_op_determinism_enabled()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            if not was_enabled:
+                tf_framework_config.disable_op_determinism()
+
+    return wrapper
+
+
 @restores_dtype_policy  # the model is built under the run's policy; the caller's global policy comes back
+@_restores_op_determinism
 def train(model_config: TransformerConfig, data_config, train_config: TrainConfig) -> TrainResult:
     """Trains (or resumes training) a `Transformer` as `train_config` says; the one entry of `tools/train.py`.
 
