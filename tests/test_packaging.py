@@ -1,7 +1,10 @@
 """The package's file list and its installed presets stay in step with the source tree."""
 
 import configparser
+import os
 import pathlib
+import subprocess
+import sys
 
 import tf_transformer as tft
 
@@ -48,3 +51,24 @@ def test_every_binary_is_a_console_command_and_a_tools_script():
         # tools/X.py runs the same binary in a checkout.
         assert f"from tf_transformer.cli.{name} import run\n" in (ROOT / "tools" / f"{name}.py").read_text(), name
     assert sorted(path.stem for path in (ROOT / "tools").glob("*.py")) == binaries
+
+
+def test_a_tools_script_runs_the_checkouts_package_from_anywhere(tmp_path):
+    # Another tf_transformer ahead of the checkout on sys.path, as an installed copy of another version is: the
+    # scripts must still run the checkout's, whatever the working directory.
+    other = tmp_path / "site" / "tf_transformer"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("raise SystemExit('imported the other tf_transformer, not the checkout')\n")
+    env = {**os.environ, "PYTHONPATH": str(other.parent)}
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "demo.py"), "--help"],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert "Trains a small Transformer" in result.stdout, result.stderr[-3000:]  # tft-demo's usage: absl's --help
+    # The others are the same script but for the binary's name.
+    demo = (ROOT / "tools" / "demo.py").read_text()
+    for path in sorted((ROOT / "tools").glob("*.py")):
+        name = path.stem
+        expected = demo.replace("cli/demo.py", f"cli/{name}.py").replace("cli.demo ", f"cli.{name} ")
+        expected = expected.replace("`tft-demo`", f"`tft-{name.replace('_', '-')}`")
+        assert path.read_text() == expected, f"{path.relative_to(ROOT)} is not tools/demo.py for its binary"

@@ -1,11 +1,12 @@
 """Averages the weights of the last N checkpoints of a model directory into a new checkpoint.
 
-    tft-average-checkpoints --model_dir=runs/multi30k_tiny --num_checkpoints=5
-    tft-translate --model_dir=runs/multi30k_tiny --checkpoint=runs/multi30k_tiny/averaged/ckpt-1000
+    tft-average-checkpoints --model_dir=runs/multi30k --num_checkpoints=5
+    tft-export --model_dir=runs/multi30k --checkpoint=runs/multi30k/averaged --export_dir=exports/multi30k_averaged
 
 The paper averages the last 5 checkpoints (base model) or the last 20 (big). The new checkpoint goes into
 --output_dir (default MODEL_DIR/averaged, replacing an earlier average there), beside a JSON file listing the
-checkpoints averaged; its path is printed. The work is `tf_transformer.checkpoints.average_checkpoints`.
+checkpoints averaged; its path is printed. Use it by giving that path, or its folder, as the --checkpoint of
+tft-translate, tft-evaluate, tft-score or tft-export. The work is `tf_transformer.checkpoints.average_checkpoints`.
 """
 
 import logging as pylogging

@@ -1,9 +1,13 @@
 """Builds the subword vocabulary of a training corpus (joint SentencePiece, or WordPiece) into a folder.
 
-tft-build-vocab --config=configs/multi30k.json --dataset=multi30k --data_dir=../shared/data/multi30k \
-    --source_lang=en --target_lang=de --output_dir=/tmp/vocab      # 8,000 pieces: the config's vocab_size
-tft-build-vocab --dataset=files --train_source=train.en.gz --train_target=train.de.gz --vocab_size=8000 --output_dir=DIR
-tft-build-vocab --data_config=data.json --output_dir=DIR      # flags given override the file
+    tft-build-vocab --config=configs/multi30k.json --data_dir=../shared/data/multi30k --output_dir=vocab_multi30k
+    tft-build-vocab --data_config=runs/multi30k/data_config.json --output_dir=vocab_again
+
+The first builds the vocabulary of the README's run (Multi30k, the default --dataset, English to German, the
+default --source_lang and --target_lang; 8,000 pieces: the config's vocab_size), the second the one of a
+DataConfig JSON file, such as the data_config.json that tft-train writes into its model directory (flags given
+override the file). For your own corpus: --dataset=files --train_source=FILE --train_target=FILE (plain or
+gzip, one sentence a line) and --vocab_size=N.
 
 The size is --vocab_size if given, else the vocab_size of --config (a preset or JSON file, with --override;
 the default is tft-train's, "base": 37,000), so the vocabulary is the one tft-train would build with the same

@@ -1,6 +1,9 @@
 """Trains a small Transformer on a generated copy or reversal task and prints the held-out result as JSON.
 
-tft-demo --task=reverse --steps=800 [--model_dir=/tmp/demo]
+    tft-demo --task=reverse --steps=800
+    tft-demo --task=copy --steps=400 --model_dir=runs/demo_copy
+
+With --model_dir it also saves the trained model there (model.keras and config.json).
 """
 
 import json

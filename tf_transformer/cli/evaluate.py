@@ -1,10 +1,10 @@
 """Scores translations against references with sacrebleu and prints the scores as JSON.
 
-    tft-evaluate --references=test.de --hypotheses=test.hyp.de
-    tft-evaluate --references=test_2016_flickr.de.gz --model_dir=runs/multi30k_tiny \
-        --sources=test_2016_flickr.en.gz --average_last=5 --beam_size=4
+    tft-translate --model_dir=runs/multi30k --input=../shared/data/multi30k/val.en.gz --output=val.hyp.de
+    tft-evaluate --references=../shared/data/multi30k/val.de.gz --hypotheses=val.hyp.de
 
-Either scores a file of translations (--hypotheses), or first translates --sources with a model directory
+Either scores a file of translations (--hypotheses), or first translates --sources with a model directory,
+e.g. --model_dir=runs/multi30k --sources=../shared/data/multi30k/val.en.gz in place of --hypotheses above
 (the decoding flags of tft-translate: --checkpoint (a path, or best) or --average_last, --beam_size,
 --length_penalty, --method, --batch_tokens, --max_decode_length, --no_repeat_ngram_size; those not given come
 from the model directory's decoding.json, as in tft-translate). Files are plain or gzip, one sentence a line,
@@ -12,12 +12,12 @@ aligned by line. --quantize=int8 quantizes the model's weights to int8 in memory
 Prints {"bleu", "bleu_signature", "chrf", "chrf_signature", "tok_lower_bleu", "sentences", ...}: see
 `tf_transformer.evaluation.score_translations` for what each figure is.
 
-    tft-evaluate --model_dir=runs/multi30k --tune_on=val [--tune_length_penalties=0.6,1.0,1.5]
+    tft-evaluate --model_dir=runs/multi30k --tune_on=val
 
 With --tune_on=val (and --model_dir only) it instead translates the model directory's validation split once per
-length penalty (beam search; the weights and beam size as above), writes the one with the best BLEU into
-MODEL_DIR/decoding.json (the other settings kept) and prints the BLEU of each as JSON
-(`tf_transformer.tuning.tune_length_penalty`).
+length penalty of --tune_length_penalties (e.g. 0.6,1.0,1.5; beam search; the weights and beam size as above),
+writes the one with the best BLEU into MODEL_DIR/decoding.json (the other settings kept) and prints the BLEU of
+each as JSON (`tf_transformer.tuning.tune_length_penalty`).
 """
 
 import json

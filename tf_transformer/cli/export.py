@@ -1,8 +1,7 @@
 """Exports a trained model directory for TensorFlow Serving: strings in, translations out.
 
-    tft-export --model_dir=runs/multi30k_tiny --export_dir=exports/multi30k
-    tft-export --model_dir=runs/multi30k_tiny --export_dir=exports/multi30k --version=7 \
-        --checkpoint=runs/multi30k_tiny/averaged --beam_size=4 --length_penalty=0.6
+    tft-export --model_dir=runs/multi30k --export_dir=exports/multi30k
+    tft-translate --saved_model=exports/multi30k --input=../shared/data/multi30k/val.en.gz --output=val.hyp.de
 
 Writes --export_dir/<version>/ (the next version number when --version is not given; an existing version is
 never overwritten) and prints its path. The SavedModel has the signatures serving_default (inputs: string

@@ -1,11 +1,11 @@
 """Draws a trained model's attention for one sentence, and its positional encoding, as PNG heatmaps.
 
-    pip install '.[plot]'
-    tft-plot-attention --model_dir=runs/multi30k_tiny --sentence="A dog runs in the snow." \
-        --output_dir=plots/ [--target="Ein Hund rennt im Schnee."] [--layers=0,1] [--heads=0,3]
+    tft-plot-attention --model_dir=runs/multi30k --sentence="A dog runs in the snow." --output_dir=plots
+    tft-plot-attention --model_dir=runs/multi30k --sentence="A dog runs." --target="Ein Hund rennt." --output_dir=plots
 
-Writes encoder_self_layer{i}.png, decoder_self_layer{i}.png and decoder_cross_layer{i}.png (a grid of heads,
-subword pieces on the axes) and positional_encoding.png into --output_dir, then prints what it drew as JSON.
+Needs matplotlib: pip install '.[plot]'. Writes encoder_self_layer{i}.png, decoder_self_layer{i}.png and
+decoder_cross_layer{i}.png (a grid of heads, subword pieces on the axes) and positional_encoding.png into
+--output_dir, then prints what it drew as JSON; --layers=0,1 and --heads=0,3 draw only those layers and heads.
 Without --target the model translates the sentence and the plots show the attention over its own translation.
 Weights and decoding as tft-translate: --checkpoint, --average_last, --beam_size, --length_penalty, --method,
 --no_repeat_ngram_size and --max_decode_length default to MODEL_DIR/decoding.json (so a trained run's plots show

@@ -1,8 +1,9 @@
 """Scores given translations with a trained model directory: how probable the model finds each target.
 
-    tft-score --model_dir=runs/multi30k_tiny --sources=test.en --targets=test.hyp.de > scores.txt
-    tft-score --model_dir=runs/multi30k_tiny --average_last=5 \
-        --sources=test.en.gz --targets=test.de.gz --output=scores.txt
+    tft-translate --model_dir=runs/multi30k --input=../shared/data/multi30k/val.en.gz --output=val.hyp.de
+    tft-score --model_dir=runs/multi30k --sources=../shared/data/multi30k/val.en.gz --targets=val.hyp.de > scores.txt
+
+(--targets=../shared/data/multi30k/val.de.gz scores the reference translations instead.)
 
 Reads --sources and --targets (plain or gzip, one sentence a line, the same number of lines) and writes one
 line per pair, in input order, to --output (default stdout), three tab-separated fields:

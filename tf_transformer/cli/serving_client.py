@@ -1,7 +1,7 @@
 """Translates sentences with a running TensorFlow Serving model server that serves an export of tft-export.
 
     tft-serving-client --model_name=multi30k "A dog runs on the beach." "Two men talk."
-    tft-serving-client --model_name=multi30k --protocol=grpc --input=test.en > test.hyp.de
+    tft-serving-client --model_name=multi30k --protocol=grpc --input=../shared/data/multi30k/val.en.gz > val.hyp.de
 
 REST (`POST http://HOST:8501/v1/models/NAME:predict` with {"signature_name": ..., "instances": [...]}) or
 gRPC (`PredictionService.Predict` on HOST:8500). Sentences come from the arguments, else from --input (plain

@@ -1,7 +1,8 @@
 """Trains a Transformer; run the same command again to resume after a crash.
 
-    tft-train --config=tiny --dataset=multi30k --data_dir=../shared/data/multi30k \
-        --model_dir=runs/tiny --train_steps=2000 --batch_tokens=4096
+    tft-train --config=tiny --data_dir=../shared/data/multi30k --model_dir=runs/tiny --train_steps=2000
+
+Multi30k (the default --dataset) from --data_dir, English to German; without --data_dir it is downloaded once.
 
 Flags build three configs (model, data, training), saved as JSON in --model_dir; everything else happens
 in `tf_transformer.training.train`.

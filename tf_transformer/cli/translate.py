@@ -1,8 +1,7 @@
 """Translates text, one sentence a line, with a trained model directory.
 
-    tft-translate --model_dir=runs/multi30k_tiny < test.en > test.hyp.de
-    tft-translate --model_dir=runs/multi30k_tiny --average_last=5 \
-        --input=test.en.gz --output=test.hyp.de --beam_size=4 --length_penalty=0.6
+    tft-translate --model_dir=runs/multi30k --input=../shared/data/multi30k/val.en.gz --output=val.hyp.de
+    tft-translate --model_dir=runs/multi30k --n_best=2 --input=../shared/data/multi30k/val.en.gz
 
 Reads --input (plain or gzip; default stdin) and writes one translation a line, in input order, to --output
 (default stdout); an empty or blank input line gives an empty output line. With --n_best=N (N > 1, beam
@@ -39,7 +38,8 @@ decoding flags (--beam_size, --length_penalty, --method, --max_decode_length, --
 checkpoint flags are fixed in the export and refused here; --n_best may be at most the export's n_best;
 --target_prefix uses the export's translate_with_prefix signature.
 
-    tft-translate --saved_model=exports/multi30k < test.en > test.hyp.de
+    tft-export --model_dir=runs/multi30k --export_dir=exports/multi30k
+    tft-translate --saved_model=exports/multi30k --input=../shared/data/multi30k/val.en.gz --output=val.hyp.de
 
 With --quantize=int8 (and --model_dir) the loaded weights are quantized to int8 in memory first
 (`tf_transformer.quantization`; an export's are fixed when it is made: tft-export --quantize=int8).
