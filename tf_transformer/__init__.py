@@ -14,7 +14,7 @@ import os
 
 # TensorFlow's CPU allocator is plain malloc, and tf.distribute's input iterators pin glibc's mmap threshold
 # at 128 KiB: every activation and gradient is then a fresh mmap whose pages fault in one by one, which
-# took about 40% of a CPU training step. The BFC allocator reuses its memory. It only takes effect when set
+# takes about 40% of a CPU training step. The BFC allocator reuses its memory. It only takes effect when set
 # before TensorFlow starts (so not when the user imported tensorflow first), and an explicit value wins.
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 

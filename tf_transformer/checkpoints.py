@@ -1,6 +1,6 @@
 """Trained models from a model directory: load one checkpoint for translation, average the last N checkpoints.
 
-A model directory is what `tools/train.py` writes: `config.json` (the resolved `TransformerConfig`), `vocab/`
+A model directory is what `tft-train` writes: `config.json` (the resolved `TransformerConfig`), `vocab/`
 (the tokenizer) and `checkpoints/` (a `tf.train.CheckpointManager` folder of `ckpt-<step>` checkpoints of
 `tf.train.Checkpoint(model=model, optimizer=optimizer)`). With validation BLEU on (`TrainConfig.bleu_every`),
 `best/` holds the checkpoint with the best validation BLEU so far (its `model` part and its score) beside
@@ -76,7 +76,7 @@ def load_translation_model(
     """The model, tokenizer and config of a trained model directory, with a checkpoint's weights.
 
     Args:
-        model_dir: a folder written by `tools/train.py` (config.json, vocab/, checkpoints/).
+        model_dir: a folder written by `tft-train` (config.json, vocab/, checkpoints/).
         checkpoint: None for the latest checkpoint in `model_dir/checkpoints`; "best" for the best checkpoint
             by validation BLEU (`model_dir/best`, kept by the trainer with `bleu_every` and `keep_best`); else
             a checkpoint path prefix (`.../checkpoints/ckpt-60`, or what `average_checkpoints` returned) or a
@@ -130,7 +130,7 @@ def average_checkpoints(model_dir: PathLike, num_checkpoints: int = 5, output_di
     `load_translation_model(model_dir, checkpoint=<returned path>)` (or `checkpoint=output_dir`).
 
     Args:
-        model_dir: a folder written by `tools/train.py`.
+        model_dir: a folder written by `tft-train`.
         num_checkpoints: N >= 1.
         output_dir: where to write; default `model_dir/averaged`. Not `model_dir/checkpoints`.
 
@@ -196,8 +196,8 @@ def resolve_checkpoint(checkpoint: PathLike, model_dir: Optional[PathLike] = Non
         if latest is None:
             raise FileNotFoundError(
                 f"checkpoint: the folder {text} holds no checkpoint index. Fix: pass a checkpoint path prefix such "
-                "as MODEL_DIR/checkpoints/ckpt-1000, 'best', or a folder that tools/train.py or average_checkpoints "
-                "wrote."
+                "as MODEL_DIR/checkpoints/ckpt-1000, 'best', or a folder that tft-train or "
+                "tft-average-checkpoints wrote."
             )
         return latest
     if text.endswith(".index") or ".data-" in os.path.basename(text):
@@ -284,7 +284,7 @@ def restore_newest_readable(checkpoint: tf.train.Checkpoint, folder: PathLike, *
     naming its files and what is wrong, and the next older one is tried. With `set_aside` (the one process
     that writes the folder), the files of the unreadable ones are moved into `folder/unreadable/` (never
     deleted: a later save at the same step must not overwrite them) and the index is rewritten without them,
-    so that the next save and the tools see only good checkpoints.
+    so that the next save and the commands see only good checkpoints.
 
     Returns:
         The restored checkpoint's path, or None when the folder holds no checkpoint (a fresh run).
@@ -414,7 +414,7 @@ def _first_line(error: Exception) -> str:
 
 
 def _read_model_dir(model_dir: pathlib.Path) -> Tuple[TransformerConfig, Tokenizer]:
-    fix = "Fix: pass the --model_dir that tools/train.py wrote."
+    fix = "Fix: pass the --model_dir that tft-train wrote."
     if not model_dir.is_dir():
         raise FileNotFoundError(f"model_dir: {model_dir} is not a folder. {fix}")
     config_path = model_dir / CONFIG_FILE
@@ -454,7 +454,7 @@ def _checkpoint_paths(model_dir: pathlib.Path) -> List[str]:
     state = tf.train.get_checkpoint_state(str(folder)) if folder.is_dir() else None
     if state is None or not state.model_checkpoint_path:
         raise FileNotFoundError(
-            f"{folder}: no checkpoints (no {folder / 'checkpoint'} index). Fix: train first (tools/train.py "
+            f"{folder}: no checkpoints (no {folder / 'checkpoint'} index). Fix: train first (tft-train "
             f"--model_dir={model_dir}), or pass the model directory that holds the checkpoints."
         )
     paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
@@ -479,7 +479,7 @@ def _last_checkpoints(model_dir: pathlib.Path, num_checkpoints: int) -> List[str
         raise ValueError(
             f"num_checkpoints: asked to average the last {num_checkpoints} checkpoints, but "
             f"{model_dir / CHECKPOINT_DIR} has only {len(paths)} ({names}). Fix: average {len(paths)} or fewer, "
-            "or train longer and keep more checkpoints (tools/train.py --keep_checkpoints)."
+            "or train longer and keep more checkpoints (tft-train --keep_checkpoints)."
         )
     return [resolve_checkpoint(path) for path in paths[-num_checkpoints:]]
 
@@ -490,7 +490,7 @@ def _read_weights(model: Transformer, path: str) -> None:
         read_checkpoint(weights_checkpoint(model), path, partial=True)
     except CheckpointError as error:
         if not error.unreadable:
-            fix = "pass a checkpoint of this model directory (written by tools/train.py or average_checkpoints)"
+            fix = "pass a checkpoint of this model directory (written by tft-train or tft-average-checkpoints)"
         else:
             older = _older_checkpoint(path)
             fix = (

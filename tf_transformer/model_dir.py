@@ -1,4 +1,4 @@
-"""The model directory's layout: the name of every file and folder that `tft-train` writes and the tools read.
+"""The model directory's layout: the name of every file and folder that `tft-train` writes and the commands read.
 
 One module, importing nothing, so that the trainer that writes a model directory, the readers
 (`tf_transformer.checkpoints`), validation BLEU and the exporter name its parts the same way without importing

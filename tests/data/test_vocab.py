@@ -118,7 +118,7 @@ def test_saved_model_with_the_tokenizer_inside(tokenizer, tmp_path):
 
 
 def test_from_directory_without_a_vocabulary_is_a_clear_error(tmp_path):
-    with pytest.raises(DataError, match="no vocabulary .*Fix: build one with tools/build_vocab.py"):
+    with pytest.raises(DataError, match="no vocabulary .*Fix: build one with tft-build-vocab"):
         Tokenizer.from_directory(tmp_path)
 
 

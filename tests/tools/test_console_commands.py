@@ -254,6 +254,6 @@ def test_the_quiet_start_drops_tensorflows_start_up_notices_but_keeps_errors():
     kept = [
         "E0000 00:00:1795614086.364636    2998 op_kernel.cc:1857] OP_REQUIRES failed at save_restore_v2_ops.cc",
         "/usr/lib/python3/dist-packages/x.py:3: DeprecationWarning: a Python warning",
-        "error: model_dir: runs/x is not a folder. Fix: pass the --model_dir that tools/train.py wrote.",
+        "error: model_dir: runs/x is not a folder. Fix: pass the --model_dir that tft-train wrote.",
     ]
     assert [line for line in dropped + kept if not _STARTUP_NOISE.match(line)] == kept

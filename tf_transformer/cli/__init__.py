@@ -1,4 +1,4 @@
-"""The command-line binaries: `tft-train`, `tft-translate`, ... (`pip install .`), and tools/*.py in a checkout.
+"""The command-line binaries: `tft-train`, `tft-translate`, ... (`pip install .`), and their wrappers in a checkout.
 
 One module per binary holds its absl flags, `main(argv)` and `run()`; its docstring is the binary's --help text.
 Only the binaries import this package: importing one of its modules defines its flags in absl's global FLAGS, which
@@ -28,8 +28,8 @@ def adopt_help(module_name: str, *shared_flag_modules: str) -> None:
 
     absl's usage text is `__main__`'s docstring followed by the flags of the module named `sys.argv[0]` (--help:
     only those; --helpfull: those first). Here `__main__` is the stub pip writes for a console command, or a
-    tools/*.py wrapper, and both the docstring and the flags live in `module_name`: they are handed to the script,
-    so that --help reads as it did when the flags were defined in tools/*.py itself.
+    checkout's wrapper script, and both the docstring and the flags live in `module_name`: they are handed to the
+    script, so that --help shows the command's usage text and flags whichever script starts it.
     """
     module = sys.modules[module_name]
     main = sys.modules["__main__"]

@@ -31,7 +31,7 @@ def main(argv):
 
 
 def run():
-    """The `tft-average-checkpoints` command (and tools/average_checkpoints.py in a checkout)."""
+    """The `tft-average-checkpoints` command (its console script and the checkout's wrapper script call it)."""
     run_binary(__name__, main)
 
 

@@ -98,7 +98,7 @@ def main(argv):
 
 
 def run():
-    """The `tft-build-vocab` command (and tools/build_vocab.py in a checkout)."""
+    """The `tft-build-vocab` command (its console script and the checkout's wrapper script call it)."""
     run_binary(__name__, main)
 
 

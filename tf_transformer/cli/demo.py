@@ -30,7 +30,7 @@ def main(argv):
 
 
 def run():
-    """The `tft-demo` command (and tools/demo.py in a checkout)."""
+    """The `tft-demo` command (its console script and the checkout's wrapper script call it)."""
     run_binary(__name__, main)
 
 

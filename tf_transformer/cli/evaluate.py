@@ -109,7 +109,7 @@ def main(argv):
 
 
 def run():
-    """The `tft-evaluate` command (and tools/evaluate.py in a checkout)."""
+    """The `tft-evaluate` command (its console script and the checkout's wrapper script call it)."""
     run_binary(__name__, main, decoding_flags.__name__)
 
 

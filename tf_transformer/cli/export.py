@@ -76,7 +76,7 @@ def main(argv):
 
 
 def run():
-    """The `tft-export` command (and tools/export.py in a checkout)."""
+    """The `tft-export` command (its console script and the checkout's wrapper script call it)."""
     run_binary(__name__, main)
 
 

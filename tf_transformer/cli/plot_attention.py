@@ -65,7 +65,7 @@ def main(argv):
 
 
 def run():
-    """The `tft-plot-attention` command (and tools/plot_attention.py in a checkout)."""
+    """The `tft-plot-attention` command (its console script and the checkout's wrapper script call it)."""
     run_binary(__name__, main, decoding_flags.__name__)
 
 

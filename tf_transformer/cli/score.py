@@ -80,7 +80,7 @@ def main(argv):
 
 
 def run():
-    """The `tft-score` command (and tools/score.py in a checkout)."""
+    """The `tft-score` command (its console script and the checkout's wrapper script call it)."""
     run_binary(__name__, main)
 
 

@@ -52,7 +52,7 @@ def main(argv):
 
 
 def run():
-    """The `tft-serving-client` command (and tools/serving_client.py in a checkout)."""
+    """The `tft-serving-client` command (its console script and the checkout's wrapper script call it)."""
     run_binary(__name__, main)
 
 

@@ -200,7 +200,7 @@ def main(argv):
 
 
 def run():
-    """The `tft-train` command (and tools/train.py in a checkout)."""
+    """The `tft-train` command (its console script and the checkout's wrapper script call it)."""
     run_binary(__name__, main)
 
 

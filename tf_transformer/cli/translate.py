@@ -143,7 +143,7 @@ def main(argv):
 
 
 def run():
-    """The `tft-translate` command (and tools/translate.py in a checkout)."""
+    """The `tft-translate` command (its console script and the checkout's wrapper script call it)."""
     run_binary(__name__, main, decoding_flags.__name__)
 
 

@@ -118,7 +118,7 @@ def read_lines(path: PathLike) -> Iterator[str]:
 
 def read_sentences(path: Optional[PathLike] = None, flag: Optional[str] = None) -> List[str]:
     """The lines of `path` (plain or gzip, checked with `inspect_text_file`), or of stdin without a path: UTF-8,
-    without line ends or a leading byte-order mark; the sentences the translation tools read.
+    without line ends or a leading byte-order mark; the sentences the translation commands read.
 
     Raises:
         DataError: a missing, empty or non-UTF-8 file (naming `flag`).

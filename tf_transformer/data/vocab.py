@@ -88,7 +88,7 @@ class Tokenizer(tf.Module):
         if ids != (PAD_ID, BOS_ID, EOS_ID, UNK_ID):
             raise DataError(
                 f"the SentencePiece model uses pad/bos/eos/unk ids {ids}, but tf_transformer needs (0, 1, 2, 3). "
-                "Fix: train it with tools/build_vocab.py (or pad_id=0 bos_id=1 eos_id=2 unk_id=3)."
+                "Fix: train it with tft-build-vocab (or pad_id=0 bos_id=1 eos_id=2 unk_id=3)."
             )
         return cls._sentencepiece(model, processor.get_piece_size())
 
@@ -121,7 +121,7 @@ class Tokenizer(tf.Module):
         if tuple(vocab[:4]) != WORDPIECE_SPECIAL_TOKENS:
             raise DataError(
                 f"the WordPiece vocabulary starts with {vocab[:4]}, but ids 0..3 must be {WORDPIECE_SPECIAL_TOKENS}. "
-                "Fix: build it with tools/build_vocab.py --vocab_type=wordpiece."
+                "Fix: build it with tft-build-vocab --vocab_type=wordpiece."
             )
         table = tf.lookup.StaticVocabularyTable(
             tf.lookup.KeyValueTensorInitializer(vocab, tf.range(len(vocab), dtype=tf.int64)), num_oov_buckets=1
@@ -163,7 +163,7 @@ class Tokenizer(tf.Module):
             )
         raise DataError(
             f"{path}: no vocabulary ({SENTENCEPIECE_MODEL} or {WORDPIECE_VOCAB}). Fix: build one with "
-            f"tools/build_vocab.py --output_dir={path}."
+            f"tft-build-vocab --output_dir={path}."
         )
 
     def sampling(self, nbest_size: int, alpha: float) -> "Tokenizer":

@@ -23,8 +23,8 @@ class DecodableModel(Protocol):
     - `encode(source_ids, training=False)` -> `(memory, memory_mask)`: the encoder, run once per batch.
       `memory_mask` is what `decode` takes back; the decoders only pass it on.
     - `init_cache(memory, max_length)` -> the decoder's cache: any nest (dicts, lists, tuples) of tensors
-      and `tf_transformer.layers.attention.KeyValueCache`s. `max_length=None` asks for growing
-      self-attention caches, an int (or int scalar tensor) for fixed buffers of that length (XLA). Each
+      and `tf_transformer.layers.KeyValueCache`s (tf_transformer/layers/_cache.py). `max_length=None` asks
+      for growing self-attention caches, an int (or int scalar tensor) for fixed buffers of that length (XLA). Each
       `KeyValueCache` says how beam search tiles and reorders it and how a `tf.while_loop` carries it; any
       other tensor is per-row state (beam search repeats it per hypothesis and reorders it by parent).
     - `decode(target_ids, memory, memory_mask, training=False, cache=cache, decode_index=step, **constants)`

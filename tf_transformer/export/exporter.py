@@ -68,7 +68,7 @@ def export_saved_model(
     a failure leaves nothing behind.
 
     Args:
-        model_dir: a folder written by `tools/train.py`.
+        model_dir: a folder written by `tft-train`.
         export_dir: the model's base folder (the one TensorFlow Serving's `--model_base_path` names).
         version: the version number; None for one more than the highest version in `export_dir` (1 first).
         checkpoint: as in `load_translation_model`: None for the latest; a path prefix or a folder.

@@ -1,4 +1,4 @@
-"""Translating text with an export in this process: what `tools/translate.py --saved_model` runs.
+"""Translating text with an export in this process: what `tft-translate --saved_model` runs.
 
     translator = SavedModelTranslator("exports/multi30k")     # the latest version, or a version folder
     translator(["A dog runs.", ""])                           # [[("Ein Hund rennt.", -0.42)], [("", 0.0)]]
@@ -43,12 +43,12 @@ def resolve_export(path: PathLike) -> pathlib.Path:
             return path / str(latest)
     raise FileNotFoundError(
         f"saved_model: {path} is neither a SavedModel (no saved_model.pb) nor a folder of numbered versions. Fix: "
-        "pass the --export_dir of tools/export.py, or one of its version folders."
+        "pass the --export_dir of tft-export, or one of its version folders."
     )
 
 
 class SavedModelTranslator:
-    """Translates lists of sentences with an export of `tools/export.py` (`tf_transformer.export`).
+    """Translates lists of sentences with an export of `tft-export` (`tf_transformer.export`).
 
     Args:
         export_dir: a version folder, or the base folder (its highest version is used).
@@ -67,7 +67,7 @@ class SavedModelTranslator:
         if not settings_path.is_file():
             raise ValueError(
                 f"saved_model: {self.export_dir} has no assets/{EXPORT_CONFIG_FILE}, so it was not written by "
-                "tools/export.py. Fix: export the model directory with tools/export.py."
+                "tft-export. Fix: export the model directory with tft-export."
             )
         self.settings = json.loads(settings_path.read_text(encoding="utf-8"))
         exported_n_best = self.settings["n_best"]

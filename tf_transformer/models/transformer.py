@@ -149,8 +149,8 @@ class Transformer(keras.Model):
 
         `max_length=None` gives growing self-attention caches, cheaper per step in graph mode but not
         compilable by XLA (see `MultiHeadAttention.empty_cache`). One `{"self": ..., "cross": ...}` per layer,
-        each a typed `KeyValueCache` (`tf_transformer.layers.attention`) that tiles, reorders and states its
-        loop shape invariants itself.
+        each a typed `KeyValueCache` (`tf_transformer.layers`, defined in tf_transformer/layers/_cache.py) that
+        tiles, reorders and states its loop shape invariants itself.
         """
         if not self.built:
             self.build()  # the cache needs the attention weights, which a first call would otherwise create

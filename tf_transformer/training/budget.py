@@ -8,7 +8,7 @@ How (`FitToBudget`, a Keras callback, and `BudgetSchedule` in schedule.py):
 2. Prediction: the steps left = (the time left - a reserve for the last validation and checkpoint) / the
    seconds a step: the steps' own time since the last prediction, plus the latest epoch-end pause (validation and
    checkpoint, timed apart) spread over the steps of an epoch, so that a short window holding one pause does not
-   read as slow steps (a 0.6-minute run predicted 230 steps instead of about 1,100 that way). The
+   read as slow steps (which would plan a fraction of the steps the limit holds; docs/multi30k.md). The
    planned end is `min(train_steps, now + steps left)`; the decay starts `decay_fraction` of the run's steps
    before it. The prediction is made again every `repredict_every` steps until the decay starts (the machine's
    speed drifts), then frozen: a decay that moved while running would not reach zero smoothly.
@@ -266,7 +266,7 @@ class FitToBudget(keras.callbacks.Callback):
     GUARD_WINDOW = 20
     # The end moves by the median of several windows, and only when it is slower than the prediction's speed (which
     # spans whole checkpoint periods): the one window that holds a validation pass and a checkpoint is not a slower
-    # machine. (A run of 2026-11-26, when one window decided, moved its end 600 steps earlier on such a window.)
+    # machine. Judged on that window alone, the end would move hundreds of steps early (docs/multi30k.md).
     GUARD_WINDOWS = 5
     GUARD_MIN_WINDOWS = 3
 

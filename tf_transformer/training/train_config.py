@@ -77,7 +77,7 @@ class TrainConfig(JsonConfig):
         keep_best: with `bleu_every`, keep the model with the highest validation BLEU so far in
             `model_dir/best` (a checkpoint of its weights and score, and `best.json`); a later evaluation
             replaces it only with a strictly higher BLEU, also across restarts. Load it with
-            `checkpoint="best"` (tools: `--checkpoint=best`).
+            `checkpoint="best"` (commands: `--checkpoint=best`).
         seed: seeds weights, data order and dropout; None for a random run.
         deterministic: also makes TensorFlow ops deterministic (slower), for reproducible runs.
         init_from: fine-tuning: start a new model directory from another's weights and vocabulary, a model

@@ -1,4 +1,4 @@
-"""The training run behind `tools/train.py`: data, vocabulary, strategy, `model.fit`, checkpoints, resume."""
+"""The training run behind `tft-train`: data, vocabulary, strategy, `model.fit`, checkpoints, resume."""
 
 from __future__ import annotations
 
@@ -196,7 +196,7 @@ def _restores_op_determinism(function):
 @restores_dtype_policy  # the model is built under the run's policy; the caller's global policy comes back
 @_restores_op_determinism
 def train(model_config: TransformerConfig, data_config, train_config: TrainConfig) -> TrainResult:
-    """Trains (or resumes training) a `Transformer` as `train_config` says; the one entry of `tools/train.py`.
+    """Trains (or resumes training) a `Transformer` as `train_config` says; the one entry of `tft-train`.
 
     Order matters for "nothing is lost and nothing looks valid by mistake": the data is read and checked,
     and the vocabulary built, before anything but the vocabulary is written to `model_dir`; the resolved
@@ -434,7 +434,7 @@ def _check_settings(model_config, data_config, train_config, multi_worker) -> No
         raise ConfigError(
             "bleu_every: validation BLEU during training is not supported with strategy=multi_worker_mirrored (its "
             "custom loop runs no Keras callbacks, and the chief decoding alone would stall the other workers). Fix: "
-            "set --bleu_every=0 and score checkpoints afterwards with tools/evaluate.py --checkpoint=PATH."
+            "set --bleu_every=0 and score checkpoints afterwards with tft-evaluate --checkpoint=PATH."
         )
     if train_config.budget_schedule == "on" and multi_worker:
         raise ConfigError(
