@@ -12,6 +12,7 @@ TensorFlow) and parses each command line with absl's own parser, as the command 
 import concurrent.futures
 import configparser
 import dataclasses
+import functools
 import json
 import os
 import posixpath
@@ -121,20 +122,28 @@ def strip_comment(line):
 FENCE = re.compile(r"^\s*(`{3,}|~{3,})\s*([\w+-]*)\s*$")
 
 
-def shell_lines(markdown):
-    """(line number, line) for each line of the page's shell code blocks (```bash, ```sh or no language),
-    backslash continuations joined (numbered by their first line) and comments dropped."""
-    fence, shell, pending = None, False, None
+def lines_with_blocks(markdown):
+    """(line number, line, language) for each line of the page that is not a fence: language is the lowercased
+    language of the code block the line is in ("" for a block without one), None outside code blocks."""
+    fence, language = None, None
     for number, line in enumerate(markdown.splitlines(), 1):
         match = FENCE.match(line)
         if fence is None:
             if match:
-                fence, shell = match.group(1), match.group(2).lower() in SHELL_LANGUAGES
+                fence, language = match.group(1), match.group(2).lower()
+                continue
+        elif match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence) and not match.group(2):
+            fence, language = None, None
             continue
-        if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence) and not match.group(2):
-            fence = None
-            continue
-        if not shell:
+        yield number, line, language
+
+
+def shell_lines(markdown):
+    """(line number, line) for each line of the page's shell code blocks (```bash, ```sh or no language),
+    backslash continuations joined (numbered by their first line) and comments dropped."""
+    pending = None
+    for number, line, language in lines_with_blocks(markdown):
+        if language not in SHELL_LANGUAGES:
             continue
         code = strip_comment(line).strip()
         start, code = (pending[0], f"{pending[1]} {code}") if pending else (number, code)
@@ -260,8 +269,14 @@ class Made:
 
 
 def is_multi30k_name(name):
-    """Whether `name` is a Multi30k file (train.en.gz, ...): the stems of tf_transformer/data/multi30k.py's
-    table, read without importing it (it imports TensorFlow)."""
+    """Whether `name` is a Multi30k file (train.en.gz, ...)."""
+    return multi30k_name_pattern().fullmatch(name) is not None
+
+
+@functools.cache
+def multi30k_name_pattern():
+    """The pattern of Multi30k's file names from the stems of tf_transformer/data/multi30k.py's table, read
+    without importing it (it imports TensorFlow)."""
     import ast
 
     with open(os.path.join(ROOT, "tf_transformer", "data", "multi30k.py"), encoding="utf-8") as handle:
@@ -269,7 +284,7 @@ def is_multi30k_name(name):
     for node in module.body:
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "MULTI30K_FILES":
             stems = ast.literal_eval(node.value).values()
-            return re.fullmatch(rf"(?:{'|'.join(map(re.escape, stems))})\.[a-z]{{2}}\.gz", name) is not None
+            return re.compile(rf"(?:{'|'.join(map(re.escape, stems))})\.[a-z]{{2}}\.gz")
     raise AssertionError("tf_transformer/data/multi30k.py lost MULTI30K_FILES")
 
 
@@ -518,12 +533,10 @@ def test_readme_has_its_two_set_up_commands_in_its_first_40_lines():
 def markdown_tables(text):
     """The tables outside code blocks, as (line number, rows as lists of cells), and the headings, as (line
     number, line)."""
-    tables, headings, fence, table = [], [], None, None
-    for number, line in enumerate(text.splitlines(), 1):
-        if FENCE.match(line):
-            fence = None if fence else line.strip()[:3]
-            continue
-        if fence:
+    tables, headings, table = [], [], None
+    for number, line, language in lines_with_blocks(text):
+        if language is not None:
+            table = None
             continue
         if line.startswith("#"):
             headings.append((number, line))
