@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from tf_transformer import _keras_internals
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, TokenEmbedding, _quantized, masking
 from tf_transformer.layers._building import build_sublayer
@@ -112,7 +113,7 @@ class Transformer(keras.Model):
             )
         self.config = self.config.replace(dropout=rate)
         self.embedding_dropout.rate = rate
-        for layer in self._flatten_layers(include_self=False):
+        for layer in _keras_internals.sublayers(self):
             if isinstance(layer, (Encoder, Decoder, EncoderLayer, DecoderLayer)):
                 layer.dropout = rate
             if isinstance(layer, (EncoderLayer, DecoderLayer)):
@@ -305,7 +306,7 @@ class Transformer(keras.Model):
         if not self.built:
             self.build()
         with _quantized.one_garbage_collection():
-            for layer in self._flatten_layers(include_self=False):
+            for layer in _keras_internals.sublayers(self):
                 if isinstance(layer, keras.layers.Dense):
                     continue  # their FeedForward (or below) quantizes them
                 if type(layer).quantize is not keras.layers.Layer.quantize:
@@ -313,7 +314,7 @@ class Transformer(keras.Model):
             if self.output_projection is not None:
                 _quantized.quantize_dense(self.output_projection)
         self._quantized_weights = mode
-        self._is_quantized = True  # Keras' wrapper of `quantize` then refuses a second call
+        _keras_internals.mark_quantized(self)  # Keras' wrapper of `quantize` then refuses a second call
         self.train_function = self.test_function = self.predict_function = None
 
     def call(self, inputs, training=None):

@@ -17,9 +17,7 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
-# TensorFlow exports only the enabling side of op determinism; restoring a caller's setting needs the other.
-from tensorflow.python.framework import config as tf_framework_config
-
+from tf_transformer import _keras_internals
 from tf_transformer import data as data_lib
 from tf_transformer.checkpoints import restore_newest_readable
 from tf_transformer.config import DECODE_FIELDS, ConfigError, TransformerConfig
@@ -183,12 +181,13 @@ def _restores_op_determinism(function):
 
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
-        was_enabled = tf_framework_config.is_op_determinism_enabled()
+        # TensorFlow exports only the enabling side of op determinism: reading and undoing it are internals.
+        was_enabled = _keras_internals.op_determinism_enabled()
         try:
             return function(*args, **kwargs)
         finally:
             if not was_enabled:
-                tf_framework_config.disable_op_determinism()
+                _keras_internals.disable_op_determinism()
 
     return wrapper
 
