@@ -98,11 +98,23 @@ class Transformer(keras.Model):
             )
         )
 
-    def set_dropout(self, rate: float) -> None:
-        """Sets P_drop, the config's `dropout` (the embeddings and every sublayer output), on the built model.
+    def set_dropout(self, rate: float, rebuild_train_function: bool = False) -> None:
+        """Sets P_drop, the config's `dropout` (the embeddings and every sublayer output), on the model.
 
-        A training function traced before keeps the rate it was traced with: rebuild it
-        (`model.make_train_function(force=True)`), as the trainer does when a time budget chooses the dropout.
+        The one way to change the dropout of a built model: the time budget (`training/budget.py`) calls only this
+        when it chooses the dropout during `fit`.
+
+        Args:
+            rate: the new P_drop, in [0, 1). A positive rate needs a model created with a positive dropout.
+            rebuild_train_function: also rebuild the traced training function (`make_train_function(force=True)`),
+                which otherwise keeps the rate it was traced with; a `fit` in progress trains its next step at
+                `rate`. False: the rate counts from the next trace (e.g. the first `fit`).
+
+        Raises:
+            ConfigError: a positive rate for a model created with dropout 0 (its dropout layers have no random state).
+
+        Example:
+            `model.set_dropout(0.1, rebuild_train_function=True)` inside a callback of `model.fit`.
         """
         if rate > 0 and not hasattr(self.embedding_dropout, "seed_generator"):
             # Keras gives a Dropout layer its random state only when it is created with a positive rate.
@@ -118,6 +130,8 @@ class Transformer(keras.Model):
                 layer.dropout = rate
             if isinstance(layer, (EncoderLayer, DecoderLayer)):
                 layer.dropout_layer.rate = rate  # the residual dropout (attention's and feed-forward's are others)
+        if rebuild_train_function:
+            self.make_train_function(force=True)
 
     @property
     def _target_embedding(self):
