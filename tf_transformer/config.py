@@ -231,7 +231,8 @@ class TransformerConfig(JsonConfig):
             object.__setattr__(self, "decode_max_decode_length", str(self.decode_max_decode_length))
         self._check_field_types()
 
-    def _check_values(self):
+    def _check_sizes(self):
+        """The dimensions and depths: positive, and heads that split d_model evenly (unless d_k, d_v are set)."""
         for name in ("vocab_size", "d_model", "d_ff", "num_heads", "max_length", "warmup_steps"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name}: must be positive, got {getattr(self, name)}. Fix: set {name} >= 1.")
@@ -261,6 +262,9 @@ class TransformerConfig(JsonConfig):
                 raise ConfigError(
                     f"{name}: must be positive or null, got {getattr(self, name)}. Fix: set {name} >= 1 or null."
                 )
+
+    def _check_rates(self):
+        """Dropout and label smoothing in [0, 1), a well-formed `dropout_by_epochs`, and subword sampling's alpha."""
         for name in ("dropout", "attention_dropout", "activation_dropout", "label_smoothing"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
@@ -271,6 +275,9 @@ class TransformerConfig(JsonConfig):
                 f"subword_alpha: must be positive when subword_nbest_size samples, got {self.subword_alpha}. "
                 "Fix: use e.g. subword_alpha=0.1, or subword_nbest_size=0 to turn sampling off."
             )
+
+    def _check_options(self):
+        """The named options (position encoding, activation) and the positive settings of attention and training."""
         if self.position_encoding not in POSITION_ENCODINGS:
             raise ConfigError(unknown_option("position_encoding", self.position_encoding, POSITION_ENCODINGS))
         if self.activation not in ACTIVATIONS:
@@ -288,15 +295,29 @@ class TransformerConfig(JsonConfig):
             raise ConfigError(
                 f"learning_rate_scale: must be positive, got {self.learning_rate_scale}. Fix: use e.g. 1.0."
             )
+
+    def _check_padding(self):
+        """Padding is token id 0 throughout the package."""
         if self.pad_id != 0:
             raise ConfigError(
                 f"pad_id: token id 0 is padding everywhere in tf_transformer, got {self.pad_id}. "
                 "Fix: set pad_id=0 and give padding id 0 in your vocabulary."
             )
+
+    def _check_values(self):
+        # The named checks in a fixed order: a config with several problems names the same one first every time.
+        self._check_sizes()
+        self._check_rates()
+        self._check_options()
+        self._check_padding()
         try:
             check_settings({name[len("decode_") :]: getattr(self, name) for name in DECODE_FIELDS}, prefix="decode_")
         except ValueError as error:
             raise ConfigError(str(error)) from None
+        self._check_token_ids()
+
+    def _check_token_ids(self):
+        """bos and eos: distinct ids inside both vocabularies; one shared embedding needs one vocabulary."""
         smallest_vocab = min(self.vocab_size, self.output_vocab_size)
         for name in ("bos_id", "eos_id"):
             value = getattr(self, name)

@@ -12,7 +12,7 @@ import tf_transformer as tft
 from tf_transformer.config import ConfigError
 from tf_transformer.data import DataConfig
 from tf_transformer.training import TrainConfig, train
-from tf_transformer.training.budget import BudgetPlan, FitToBudget, plan_for_start, read_plan
+from tf_transformer.training.budget import BudgetPlan, BudgetTiming, FitToBudget, plan_for_start, read_plan
 from tf_transformer.training.schedule import BudgetSchedule, WarmupSchedule
 
 
@@ -61,7 +61,16 @@ def test_the_schedule_follows_a_plan_set_after_tracing():
 
 
 class FakeModel:
+    """What FitToBudget uses of a model: `stop_training` and the dropout hook (`set_dropout`)."""
+
     stop_training = False
+
+    def __init__(self, apply_dropout=None):
+        self.apply_dropout = apply_dropout
+
+    def set_dropout(self, rate, rebuild_train_function=False):
+        assert rebuild_train_function  # a fit in progress: the next step must train at the new rate
+        self.apply_dropout(rate)
 
 
 def drive(callback, step, seconds_per_step, steps):
@@ -88,12 +97,16 @@ def make_callback(
     schedule = BudgetSchedule(WarmupSchedule(d_model=128, warmup_steps=100))
     step = tf.Variable(start, dtype=tf.int64)
     saved = []
-    callback = FitToBudget(
-        schedule, plan, deadline=limit_seconds, time_limit_seconds=limit_seconds, step=step, train_steps=train_steps,
-        on_plan=lambda plan: saved.append(plan.to_dict()), calibration_steps=100, repredict_every=250,
-        window_fraction=window_fraction, pause_every=pause_every, clock=Clock(), **dropout,
+    timing = BudgetTiming(
+        deadline=limit_seconds, time_limit_seconds=limit_seconds, train_steps=train_steps, calibration_steps=100,
+        repredict_every=250, window_fraction=window_fraction, pause_every=pause_every,
+        steps_per_epoch=dropout.get("steps_per_epoch"),
     )  # fmt: skip
-    callback.set_model(FakeModel())
+    callback = FitToBudget(
+        schedule, plan, step, timing, on_plan=lambda plan: saved.append(plan.to_dict()),
+        choose_dropout=dropout.get("choose_dropout"), clock=Clock(),
+    )  # fmt: skip
+    callback.set_model(FakeModel(dropout.get("apply_dropout")))
     callback.on_train_begin()
     return callback, schedule, step, saved
 
@@ -241,8 +254,6 @@ def test_the_dropout_rule_of_a_config_and_its_errors():
 
 
 def test_setting_the_dropout_takes_effect_once_the_training_function_is_rebuilt():
-    from tf_transformer.training.trainer import _apply_dropout
-
     config = tft.TransformerConfig.from_preset("tiny").replace(
         d_model=16, d_ff=32, num_encoder_layers=1, num_decoder_layers=1, dropout=0.5, attention_dropout=0.0
     )
@@ -256,7 +267,7 @@ def test_setting_the_dropout_takes_effect_once_the_training_function_is_rebuilt(
     assert abs(model.train_on_batch(*batch) - evaluated) > 1e-3  # dropout 0.5 is on
     model.set_dropout(0.0)
     assert abs(model.train_on_batch(*batch) - evaluated) > 1e-3  # the traced function still drops out
-    _apply_dropout(model, 0.0)
+    model.set_dropout(0.0, rebuild_train_function=True)
     assert model.train_on_batch(*batch) == pytest.approx(evaluated, rel=1e-5)
     assert model.config.dropout == 0.0 and model.embedding_dropout.rate == 0.0
     assert {layer.dropout_layer.rate for layer in (*model.encoder.layers, *model.decoder.layers)} == {0.0}

@@ -14,10 +14,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import gc
-from unittest import mock
 
 import keras
 import tensorflow as tf
+
+from tf_transformer import _keras_internals
 
 INT8 = "int8"
 MODES = ("none", INT8)
@@ -46,27 +47,31 @@ def quantize_variable(layer, name, axis):
         raise ValueError(f"{layer.name}: {name} is already int8. Fix: quantize a model once.")
     values, scale = quantize_values(kernel, axis)
     shape = tuple(kernel.shape)
-    layer._tracker.unlock()  # Keras locks a built layer's variables (its wrapper of `quantize` unlocks only its own)
-    delattr(layer, name)
-    setattr(layer, name, layer.add_weight(name=name, shape=shape, initializer="zeros", dtype=INT8, trainable=False))
-    setattr(
-        layer,
-        name + "_scale",
-        layer.add_weight(name=name + "_scale", shape=tuple(scale.shape), initializer="ones", trainable=False),
-    )
-    layer._tracker.lock()
+    with _keras_internals.unlocked_variables(layer):
+        _keras_internals.drop_variable(layer, name)  # without Keras' gc.collect() per variable (one_garbage_collection)
+        setattr(layer, name, layer.add_weight(name=name, shape=shape, initializer="zeros", dtype=INT8, trainable=False))
+        setattr(
+            layer,
+            name + "_scale",
+            layer.add_weight(name=name + "_scale", shape=tuple(scale.shape), initializer="ones", trainable=False),
+        )
     getattr(layer, name).assign(values)
     getattr(layer, name + "_scale").assign(scale)
 
 
 @contextlib.contextmanager
 def one_garbage_collection():
-    """Within the block, Keras' `Layer.__delattr__` does not run `gc.collect()` for every variable it drops
-    (0.6 s each in a process with TensorFlow loaded: 16 s for the tiny preset's 27 kernels); one runs at
-    the end."""
-    with mock.patch.object(gc, "collect", lambda *args, **kwargs: 0):
+    """One `gc.collect()` when the block ends, for the float kernels it dropped.
+
+    Keras' `Layer.__delattr__` collects after every variable it drops (0.6 s each in a process with TensorFlow
+    loaded: 16 s for the tiny preset's 27 kernels); `quantize_variable` and `quantize_dense` drop theirs
+    without it (`_keras_internals.drop_variable`), so that the memory of the float kernels is still returned,
+    once, here.
+    """
+    try:
         yield
-    gc.collect()
+    finally:
+        gc.collect()
 
 
 def is_quantized(layer, name) -> bool:
@@ -95,7 +100,7 @@ def quantize_dense(dense):
     config = keras.quantizers.Int8QuantizationConfig(
         weight_quantizer=keras.quantizers.AbsMaxQuantizer(axis=0), activation_quantizer=None
     )
-    dense.quantize(INT8, config=config)
+    _keras_internals.quantize_dense_int8(dense, config)  # Keras' own steps, without its gc.collect() per kernel
 
 
 def is_int8_dense(dense) -> bool:
@@ -104,8 +109,8 @@ def is_int8_dense(dense) -> bool:
 
 
 def read_dense(dense, dtype):
-    """The float kernel of a `Dense` that `quantize_dense` quantized (its `_kernel` is Keras' int8 variable)."""
-    variable = dense._kernel
+    """The float kernel of a `Dense` that `quantize_dense` quantized (Keras keeps it as an int8 variable)."""
+    variable = _keras_internals.dense_kernel_variable(dense)
     substitutes = _SUBSTITUTES.get()
     if substitutes is not None and variable.path in substitutes:
         return tf.cast(substitutes[variable.path], dtype)
@@ -115,7 +120,7 @@ def read_dense(dense, dtype):
 def dequantized_kernels(layer) -> dict:
     """Every int8 kernel under `layer`, dequantized now: `{variable path: float32 tensor}` for `substitute`."""
     kernels = {}
-    for sublayer in layer._flatten_layers(include_self=True):
+    for sublayer in _keras_internals.sublayers(layer, include_self=True):
         for variable in sublayer.weights:
             if variable.dtype != INT8 or variable.path in kernels:
                 continue
@@ -127,7 +132,7 @@ def dequantized_kernels(layer) -> dict:
 
 def _scale_of(layer, variable):
     """`(scale, axis)` of an int8 variable that `layer` owns directly, else None."""
-    if is_int8_dense(layer) and variable is layer._kernel:
+    if is_int8_dense(layer) and variable is _keras_internals.dense_kernel_variable(layer):
         return layer.kernel_scale, 0
     for name, axis in getattr(layer, "INT8_KERNELS", {}).items():
         if getattr(layer, name, None) is variable:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from tf_transformer import _keras_internals
 from tf_transformer.layers import _quantized, masking
 from tf_transformer.layers._cache import (
     GROWING_CACHE_KEYS,
@@ -125,7 +126,7 @@ class MultiHeadAttention(keras.layers.Layer):
         if _quantized.check_mode(mode) == _quantized.INT8:
             for name, axis in self.INT8_KERNELS.items():
                 _quantized.quantize_variable(self, name, axis)
-            self._is_quantized = True  # Keras' wrapper of `quantize` then refuses a second call
+            _keras_internals.mark_quantized(self)  # Keras' wrapper of `quantize` then refuses a second call
 
     def _split_heads(self, x, head_dim):
         # [batch, length, num_heads * head_dim] -> [batch, num_heads, length, head_dim]: heads lead, so

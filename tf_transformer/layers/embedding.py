@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from tf_transformer import _keras_internals
 from tf_transformer.layers import _quantized
 from tf_transformer.layers._ops import dense
 
@@ -91,7 +92,7 @@ class TokenEmbedding(keras.layers.Layer):
         del type_check, config  # Keras' arguments (its wrapper of `quantize` makes a config); the scheme is fixed
         if _quantized.check_mode(mode) == _quantized.INT8:
             _quantized.quantize_variable(self, "embeddings", 1)
-            self._is_quantized = True  # Keras' wrapper of `quantize` then refuses a second call
+            _keras_internals.mark_quantized(self)  # Keras' wrapper of `quantize` then refuses a second call
 
     def compute_output_shape(self, token_ids_shape):
         return tuple(token_ids_shape) + (self.d_model,)

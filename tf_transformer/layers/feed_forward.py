@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from tf_transformer import _keras_internals
 from tf_transformer.layers import _quantized
 from tf_transformer.layers._building import build_sublayer
 from tf_transformer.layers._ops import dense, unflatten_rows
@@ -76,7 +77,7 @@ class FeedForward(keras.layers.Layer):
         if _quantized.check_mode(mode) == _quantized.INT8:
             _quantized.quantize_dense(self.inner)
             _quantized.quantize_dense(self.outer)
-            self._is_quantized = True  # Keras' wrapper of `quantize` then refuses a second call
+            _keras_internals.mark_quantized(self)  # Keras' wrapper of `quantize` then refuses a second call
 
     def compute_output_shape(self, inputs_shape):
         return tuple(inputs_shape[:-1]) + (self.d_model,)

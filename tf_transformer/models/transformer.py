@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from tf_transformer import _keras_internals
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, TokenEmbedding, _quantized, masking
 from tf_transformer.layers._building import build_sublayer
@@ -97,11 +98,23 @@ class Transformer(keras.Model):
             )
         )
 
-    def set_dropout(self, rate: float) -> None:
-        """Sets P_drop, the config's `dropout` (the embeddings and every sublayer output), on the built model.
+    def set_dropout(self, rate: float, rebuild_train_function: bool = False) -> None:
+        """Sets P_drop, the config's `dropout` (the embeddings and every sublayer output), on the model.
 
-        A training function traced before keeps the rate it was traced with: rebuild it
-        (`model.make_train_function(force=True)`), as the trainer does when a time budget chooses the dropout.
+        The one way to change the dropout of a built model: the time budget (`training/budget.py`) calls only this
+        when it chooses the dropout during `fit`.
+
+        Args:
+            rate: the new P_drop, in [0, 1). A positive rate needs a model created with a positive dropout.
+            rebuild_train_function: also rebuild the traced training function (`make_train_function(force=True)`),
+                which otherwise keeps the rate it was traced with; a `fit` in progress trains its next step at
+                `rate`. False: the rate counts from the next trace (e.g. the first `fit`).
+
+        Raises:
+            ConfigError: a positive rate for a model created with dropout 0 (its dropout layers have no random state).
+
+        Example:
+            `model.set_dropout(0.1, rebuild_train_function=True)` inside a callback of `model.fit`.
         """
         if rate > 0 and not hasattr(self.embedding_dropout, "seed_generator"):
             # Keras gives a Dropout layer its random state only when it is created with a positive rate.
@@ -112,11 +125,13 @@ class Transformer(keras.Model):
             )
         self.config = self.config.replace(dropout=rate)
         self.embedding_dropout.rate = rate
-        for layer in self._flatten_layers(include_self=False):
+        for layer in _keras_internals.sublayers(self):
             if isinstance(layer, (Encoder, Decoder, EncoderLayer, DecoderLayer)):
                 layer.dropout = rate
             if isinstance(layer, (EncoderLayer, DecoderLayer)):
                 layer.dropout_layer.rate = rate  # the residual dropout (attention's and feed-forward's are others)
+        if rebuild_train_function:
+            self.make_train_function(force=True)
 
     @property
     def _target_embedding(self):
@@ -305,7 +320,7 @@ class Transformer(keras.Model):
         if not self.built:
             self.build()
         with _quantized.one_garbage_collection():
-            for layer in self._flatten_layers(include_self=False):
+            for layer in _keras_internals.sublayers(self):
                 if isinstance(layer, keras.layers.Dense):
                     continue  # their FeedForward (or below) quantizes them
                 if type(layer).quantize is not keras.layers.Layer.quantize:
@@ -313,7 +328,7 @@ class Transformer(keras.Model):
             if self.output_projection is not None:
                 _quantized.quantize_dense(self.output_projection)
         self._quantized_weights = mode
-        self._is_quantized = True  # Keras' wrapper of `quantize` then refuses a second call
+        _keras_internals.mark_quantized(self)  # Keras' wrapper of `quantize` then refuses a second call
         self.train_function = self.test_function = self.predict_function = None
 
     def call(self, inputs, training=None):

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import json
 import logging
 import math
@@ -54,6 +55,7 @@ from typing import Callable, Optional
 import keras
 
 from tf_transformer.files import write_atomically
+from tf_transformer.model_dir import TRAIN_CONFIG_FILE
 from tf_transformer.training.train_config import PLAN_KEY, saved_values
 
 logger = logging.getLogger(__name__)
@@ -185,21 +187,17 @@ def _new_segment(previous, start_step, time_limit_minutes, decay_fraction, rewar
     )  # its dropout is chosen anew (FitToBudget)
 
 
-class FitToBudget(keras.callbacks.Callback):
-    """Predicts the steps a time limit holds from the run's own step times, places the decay of a
-    `BudgetSchedule` there, and stops the run at the planned end (see the module docstring).
+@dataclasses.dataclass(frozen=True)
+class BudgetTiming:
+    """When `FitToBudget` times the steps, predicts and stops (see the module docstring).
 
-    Args:
-        schedule: the optimizer's `BudgetSchedule`.
-        plan: the run's `BudgetPlan` (from `plan_for_start`).
-        deadline: the `clock()` reading when the time limit runs out.
+    Attributes:
+        deadline: the `clock()` reading when the time limit runs out (None: no limit, a plan to `train_steps`).
         time_limit_seconds: the whole limit, for the reserve.
-        step: the optimizer's iteration variable.
         train_steps: the most steps in total.
-        on_plan: called with the plan whenever it changes (it saves and logs it).
         calibration_steps: steps timed before the first prediction.
         repredict_every: steps between predictions until the decay starts; each times the steps since the last
-            (the trainer uses `checkpoint_every`, so that each window holds one validation and one checkpoint).
+            (`callback_for_run` uses `checkpoint_every`, so that each window holds one validation and one checkpoint).
         reserve_fraction: share of the time limit kept for what follows the last step (the last validation
             and checkpoint) and for noise in the step times.
         window_fraction: a prediction is also due when its timing window has lasted this share of the limit in
@@ -207,11 +205,71 @@ class FitToBudget(keras.callbacks.Callback):
         pause_every: steps between the pauses at the end of each epoch (validation and checkpoint: the trainer's
             `checkpoint_every`). Each pause is timed apart from the steps and counted as its share of each step,
             so that a window shorter than an epoch that holds one does not read as slow steps; None: no epochs.
-        steps_per_epoch: batches in an epoch of the training data, for `choose_dropout`.
+        steps_per_epoch: batches in an epoch of the training data, for choosing the dropout (None: not chosen).
+    """
+
+    deadline: Optional[float]
+    time_limit_seconds: float
+    train_steps: int
+    calibration_steps: int = 100
+    repredict_every: int = 250
+    reserve_fraction: float = 0.02
+    window_fraction: float = 0.05
+    pause_every: Optional[int] = None
+    steps_per_epoch: Optional[float] = None
+
+
+def callback_for_run(plan: BudgetPlan, optimizer, model_config, train_config, steps_per_epoch, deadline):
+    """The `FitToBudget` of a `tft-train` run: its plan saved into train_config.json and logged at every change.
+
+    Args:
+        plan: the run's plan (`plan_for_start`).
+        optimizer: the run's optimizer (`make_optimizer(..., budget=True)`: its `budget_schedule` and step).
+        model_config: the run's `TransformerConfig`; its `dropout_by_epochs` rule, if any, chooses the dropout.
+        train_config: the run's `TrainConfig` (model_dir, time limit, steps, checkpoint period).
+        steps_per_epoch: batches in an epoch of the training data (the data report's `num_batches`).
+        deadline: the `time.monotonic()` reading when the time limit runs out; None without one.
+
+    Example:
+        `callbacks.append(callback_for_run(plan, optimizer, config, train_config, report.num_batches, deadline))`
+    """
+    timing = BudgetTiming(
+        deadline=deadline,
+        time_limit_seconds=60 * (train_config.time_limit_minutes or 0),
+        train_steps=train_config.train_steps,
+        repredict_every=min(max(train_config.checkpoint_every, 100), 1000),
+        pause_every=train_config.checkpoint_every,
+        steps_per_epoch=steps_per_epoch,
+    )
+    path = pathlib.Path(train_config.model_dir) / TRAIN_CONFIG_FILE
+    choose_dropout = model_config.dropout_for_epochs if model_config.dropout_rule() else None
+    on_plan = functools.partial(save_plan, path)
+    return FitToBudget(optimizer.budget_schedule, plan, optimizer.iterations, timing, on_plan, choose_dropout)
+
+
+def save_plan(train_config_path: pathlib.Path, plan: BudgetPlan) -> None:
+    """Writes the plan into train_config.json (`write_plan`) and logs it."""
+    write_plan(train_config_path, plan)
+    logger.info("Time budget: %s.", plan.describe())
+
+
+class FitToBudget(keras.callbacks.Callback):
+    """Predicts the steps a time limit holds from the run's own step times, places the decay of a
+    `BudgetSchedule` there, and stops the run at the planned end (see the module docstring). `callback_for_run`
+    builds the one of a `tft-train` run.
+
+    The dropout it chooses reaches the model through one hook, the model's `set_dropout(rate,
+    rebuild_train_function=True)` (`Transformer.set_dropout`): the callback changes nothing else of the model.
+
+    Args:
+        schedule: the optimizer's `BudgetSchedule`.
+        plan: the run's `BudgetPlan` (from `plan_for_start`).
+        step: the optimizer's iteration variable.
+        timing: a `BudgetTiming` (the deadline, the limit, the steps, the prediction periods).
+        on_plan: called with the plan whenever it changes (it saves and logs it).
         choose_dropout: None, or the dropout for a run of a given number of epochs (the model config's
-            `dropout_for_epochs`); chosen once a segment's end is first known, and kept in the plan.
-        apply_dropout: sets a dropout on the model and rebuilds its training function (needed with
-            `choose_dropout`).
+            `dropout_for_epochs`); chosen once a segment's end is first known (needs `timing.steps_per_epoch`),
+            and kept in the plan.
         clock: seconds, monotonic (tests pass a fake one).
     """
 
@@ -219,37 +277,28 @@ class FitToBudget(keras.callbacks.Callback):
         self,
         schedule,
         plan: BudgetPlan,
-        deadline: float,
-        time_limit_seconds: float,
         step,
-        train_steps: int,
+        timing: BudgetTiming,
         on_plan: Callable[[BudgetPlan], None],
-        calibration_steps: int = 100,
-        repredict_every: int = 250,
-        reserve_fraction: float = 0.02,
-        window_fraction: float = 0.05,
-        pause_every: Optional[int] = None,
-        steps_per_epoch: Optional[float] = None,
         choose_dropout: Optional[Callable[[float], float]] = None,
-        apply_dropout: Optional[Callable[[float], None]] = None,
         clock=time.monotonic,
     ):
         super().__init__()
         self.schedule = schedule
         self.plan = plan
-        self.deadline = deadline
-        self.time_limit_seconds = time_limit_seconds
         self.step = step
-        self.train_steps = train_steps
+        self.timing = timing
+        self.deadline = timing.deadline
+        self.time_limit_seconds = timing.time_limit_seconds
+        self.train_steps = timing.train_steps
         self.on_plan = on_plan
-        self.calibration_steps = calibration_steps
-        self.repredict_every = repredict_every
-        self.reserve_fraction = reserve_fraction
-        self.window_fraction = window_fraction
-        self.pause_every = pause_every
-        self.steps_per_epoch = steps_per_epoch
-        self.choose_dropout = choose_dropout if steps_per_epoch else None
-        self.apply_dropout = apply_dropout
+        self.calibration_steps = timing.calibration_steps
+        self.repredict_every = timing.repredict_every
+        self.reserve_fraction = timing.reserve_fraction
+        self.window_fraction = timing.window_fraction
+        self.pause_every = timing.pause_every
+        self.steps_per_epoch = timing.steps_per_epoch
+        self.choose_dropout = choose_dropout if timing.steps_per_epoch else None
         self.clock = clock
         # (clock, step) where the timing window began: after the first step of this start (which includes tracing),
         # then at each prediction, so that a prediction follows the machine's current speed.
@@ -273,7 +322,7 @@ class FitToBudget(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self.schedule.set_plan(**self.plan.schedule_settings())
         if self.plan.dropout is not None:  # a resumed segment keeps its dropout (before the first trace)
-            self.apply_dropout(self.plan.dropout)
+            self._apply_dropout(self.plan.dropout)
         elif self.plan.end_step is not None:  # a plan that ends at train_steps: its epochs are known now
             self._choose_dropout()
         self.on_plan(self.plan)
@@ -321,12 +370,16 @@ class FitToBudget(keras.callbacks.Callback):
             return False
         self.plan.epochs = round(self.plan.end_step / self.steps_per_epoch, 2)
         self.plan.dropout = float(self.choose_dropout(self.plan.epochs))
-        self.apply_dropout(self.plan.dropout)
+        self._apply_dropout(self.plan.dropout)
         logger.info(
             "Dropout %g for the %.1f epochs the plan holds (%d steps of %.0f batches an epoch).",
             self.plan.dropout, self.plan.epochs, self.plan.end_step, self.steps_per_epoch,
         )  # fmt: skip
         return True
+
+    def _apply_dropout(self, rate: float) -> None:
+        # The training function traced before keeps the rate it was traced with: the model rebuilds it.
+        self.model.set_dropout(rate, rebuild_train_function=True)
 
     def _keep_end_before_deadline(self, step: int, now: float) -> None:
         """Moves a fixed end earlier when the steps have become slower than predicted, so that the rate still

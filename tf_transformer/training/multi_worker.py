@@ -52,39 +52,30 @@ def wait_for_file(path: pathlib.Path, timeout_seconds: float = 600.0) -> None:
         time.sleep(0.5)
 
 
-def fit_multi_worker(
-    model,
-    optimizer,
-    loss,
-    strategy,
-    dataset_fn,
-    checkpoint,
-    manager,
-    train_config,
-    log_dir,
-    stop_signals=None,
-    resume_state=None,
-):
+def fit_multi_worker(state, strategy, dataset_fn, train_config, log_dir, stop_signals=None):
     """Trains from the optimizer's current step to `train_config.train_steps`; returns the loss history.
 
     Args:
-        model, optimizer: built in `strategy.scope()` (the optimizer's variables included).
-        loss: a `MaskedCrossEntropy`; it divides by the token count of all replicas, so the summed
-            per-replica values are the global token mean.
+        state: a `TrainingState` whose model and optimizer (its variables included) were built in
+            `strategy.scope()`; its loss, a `MaskedCrossEntropy`, divides by the token count of all replicas, so
+            the summed per-replica values are the global token mean; its checkpoint and manager are the chief's
+            (in the model directory); its resume state (or None), in the checkpoint, has its input position
+            advanced after every step (before any save).
         strategy: a `MultiWorkerMirroredStrategy`.
         dataset_fn: `input_context -> tf.data.Dataset` of per-replica batches.
-        checkpoint, manager: the chief's checkpoint and manager (in the model directory).
         train_config: steps, checkpoint period, logging period.
         log_dir: TensorBoard directory (written by the chief only).
         stop_signals: a `StopSignals` (entered) whose SIGTERM / SIGINT stops all workers after a common
             step, each saving a checkpoint there; None for no signal handling.
-        resume_state: a `ResumeState` in `checkpoint`, whose input position advances after every step (before
-            any save); None for none.
 
     Raises:
         TrainingInterrupted: a worker received SIGTERM or SIGINT; the checkpoint was saved.
         PeerWorkerLost: a peer died; the last checkpoint is kept.
     """
+    model, optimizer, loss, manager, resume_state = (
+        state.model, state.optimizer, state.loss, state.manager, state.resume_state
+    )  # fmt: skip
+    checkpoint = state.checkpoint
     _, task_id, is_chief = cluster_role(strategy)
     if is_chief:
         worker_manager = manager

@@ -17,9 +17,7 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
-# TensorFlow exports only the enabling side of op determinism; restoring a caller's setting needs the other.
-from tensorflow.python.framework import config as tf_framework_config
-
+from tf_transformer import _keras_internals
 from tf_transformer import data as data_lib
 from tf_transformer.checkpoints import restore_newest_readable
 from tf_transformer.config import DECODE_FIELDS, ConfigError, TransformerConfig
@@ -58,6 +56,7 @@ from tf_transformer.training.optimizer import make_loss, make_optimizer
 from tf_transformer.training.precision import resolve_precision, restores_dtype_policy
 from tf_transformer.training.resume_state import KEY as RESUME_STATE_KEY
 from tf_transformer.training.resume_state import ResumeState
+from tf_transformer.training.state import TrainingState
 from tf_transformer.training.train_config import INITIALIZED_FROM, TrainConfig, saved_values
 from tf_transformer.training.validation_bleu import ValidationBleu
 
@@ -183,14 +182,57 @@ def _restores_op_determinism(function):
 
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
-        was_enabled = tf_framework_config.is_op_determinism_enabled()
+        # TensorFlow exports only the enabling side of op determinism: reading and undoing it are internals.
+        was_enabled = _keras_internals.op_determinism_enabled()
         try:
             return function(*args, **kwargs)
         finally:
             if not was_enabled:
-                tf_framework_config.disable_op_determinism()
+                _keras_internals.disable_op_determinism()
 
     return wrapper
+
+
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """What every phase of `train` reads: the data and training configs, and what the start settled."""
+
+    data_config: object
+    train_config: TrainConfig
+    started: float  # time.monotonic() at the call's start: the time limit covers the whole call
+    strategy: tf.distribute.Strategy
+    multi_worker: bool
+    is_chief: bool  # only the chief writes to model_dir
+    precision: tuple  # (policy name, why), from resolve_precision
+
+    @property
+    def model_dir(self) -> pathlib.Path:
+        return pathlib.Path(self.train_config.model_dir)
+
+    @property
+    def replicas(self) -> int:
+        return self.strategy.num_replicas_in_sync
+
+
+@dataclasses.dataclass(frozen=True)
+class _Data:
+    """The checked data and the vocabulary (`_prepare_data`)."""
+
+    model_config: TransformerConfig  # the vocabulary size resolved from the tokenizer
+    train_corpus: object
+    valid_corpus: object  # None when the data has no validation split
+    tokenizer: object
+    report: object  # the training split's DataReport
+    init_source: object  # the fine-tuning source (`_init_source`), or None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Restored:
+    """The built or restored state (`_build_or_restore`), with the run's records for train_config.json."""
+
+    state: TrainingState
+    initialized_from: Optional[dict]  # a fine-tuning run's record, kept across restarts
+    plan: Optional[budget_lib.BudgetPlan]  # the time budget's plan; None without one
 
 
 @restores_dtype_policy  # the model is built under the run's policy; the caller's global policy comes back
@@ -202,6 +244,10 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
     and the vocabulary built, before anything but the vocabulary is written to `model_dir`; the resolved
     configs are written before the first checkpoint; checkpoints are TensorFlow's (atomic index update)
     and never hold non-finite weights. With `multi_worker_mirrored` only the chief writes to `model_dir`.
+
+    The phases, in order: `_start` (devices, strategy, precision, seeds), `_prepare_data` (data and vocabulary),
+    `_build_or_restore` (model, optimizer, checkpoint, budget plan), `_write_run_files` (the configs and data
+    report), `_run_loop` (`model.fit` or the multi-worker loop).
 
     Args:
         model_config: the model; its vocabulary size is replaced by the subword vocabulary's.
@@ -221,8 +267,34 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
             and a checkpoint was saved at that step.
         PeerWorkerLost: (multi_worker_mirrored) another worker died; the last checkpoint is kept.
     """
-    # The time limit covers the whole call: vocabulary, data reading and tracing too.
-    started = time.monotonic()
+    run = _start(data_config, train_config)
+    data = _prepare_data(run, model_config)
+    restored = _build_or_restore(run, data)
+    if run.is_chief:
+        _write_run_files(run, data, restored)
+    state = restored.state
+    if state.start_step >= train_config.train_steps:
+        logger.info("Already trained %d of %d steps: nothing to do.", state.start_step, train_config.train_steps)
+        return TrainResult(
+            "already_complete", state.start_step, state.start_step, state.manager.latest_checkpoint, {},
+            run.replicas, weights_digest(state.model),
+        )  # fmt: skip
+    history, best = _run_loop(run, data, restored)
+    final_step = state.step
+    logger.info("Stopped at step %d; latest checkpoint %s", final_step, state.manager.latest_checkpoint)
+    # fit ends early without an error only at the time limit
+    status = "completed" if final_step >= train_config.train_steps else "time_limit"
+    plan = restored.plan
+    planned_end = final_step if status == "time_limit" and plan is not None and final_step == plan.end_step else None
+    return TrainResult(
+        status, final_step, state.start_step, state.manager.latest_checkpoint, history, run.replicas,
+        weights_digest(state.model), best, planned_end,
+    )  # fmt: skip
+
+
+def _start(data_config, train_config: TrainConfig) -> _Run:
+    """Devices, strategy, precision, seeds and op determinism: what must precede every other op."""
+    started = time.monotonic()  # the time limit covers the whole call: vocabulary, data reading and tracing too
     configure_devices(train_config.num_cpu_devices)
     # Before any other op: MultiWorkerMirroredStrategy sets up the collective ops of the whole program.
     strategy = make_strategy(train_config)
@@ -236,18 +308,25 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
         keras.utils.set_random_seed(train_config.seed)
     if train_config.deterministic:
         tf.config.experimental.enable_op_determinism()
+    return _Run(data_config, train_config, started, strategy, multi_worker, is_chief, precision)
 
-    model_dir = pathlib.Path(train_config.model_dir)
-    _check_settings(model_config, data_config, train_config, multi_worker)
-    init_source = _init_source(model_config, data_config, train_config, model_dir)
-    # Opening a corpus reads and checks its files: bad data fails here, before anything is written.
+
+def _prepare_data(run: _Run, model_config: TransformerConfig) -> _Data:
+    """Checks the settings, reads and checks the data, and builds (or loads) the vocabulary and the data report.
+
+    Opening a corpus reads and checks its files: bad data fails here, before anything but the vocabulary is
+    written.
+    """
+    data_config, model_dir = run.data_config, run.model_dir
+    _check_settings(model_config, data_config, run.train_config, run.multi_worker)
+    init_source = _init_source(model_config, data_config, run.train_config, model_dir)
     train_corpus = data_lib.open_corpus(data_config, "train", training=True)
     valid_corpus = _open_optional(data_config, "valid")
     phase_started = time.monotonic()
     vocabulary_existed = (model_dir / VOCAB_DIR / TOKENIZER_JSON).is_file()
-    if init_source is not None and is_chief:  # the other workers wait for the copy as for a built vocabulary
+    if init_source is not None and run.is_chief:  # the other workers wait for the copy as for a built vocabulary
         fine_tuning.copy_vocabulary(init_source, model_dir / VOCAB_DIR)
-    tokenizer = _vocabulary(data_config, model_dir / VOCAB_DIR, train_corpus, is_chief)
+    tokenizer = _vocabulary(data_config, model_dir / VOCAB_DIR, train_corpus, run.is_chief)
     logger.info("Vocabulary of %d pieces ready in %.1f s.", tokenizer.vocab_size, time.monotonic() - phase_started)
     phase_started = time.monotonic()
     report = _saved_report(model_dir / DATA_REPORT_FILE, train_corpus) if vocabulary_existed else None
@@ -257,142 +336,158 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
     else:
         logger.info("%s (the run's own %s: not scanned again)", report.summary(), DATA_REPORT_FILE)
     resolved = model_config.replace(vocab_size=tokenizer.vocab_size, target_vocab_size=None)
+    return _Data(resolved, train_corpus, valid_corpus, tokenizer, report, init_source)
 
-    # Time-limited runs fit their learning rate to the steps the limit holds (training/budget.py).
-    budgeted = train_config.fits_budget
-    with strategy.scope():
-        model = _build_model(resolved)
-        optimizer = make_optimizer(resolved, budget=budgeted)
-        loss = make_loss(resolved)
-        if not multi_worker:
-            metrics = [MaskedAccuracy(resolved.pad_id), TokenCount(resolved.pad_id)]
+
+def _build_or_restore(run: _Run, data: _Data) -> _Restored:
+    """The model and optimizer built in the strategy's scope, then restored from the newest readable checkpoint,
+    or initialized from a fine-tuning source, or fresh; and the time budget's plan for this start."""
+    config, train_config = data.model_config, run.train_config
+    with run.strategy.scope():
+        model = _build_model(config)
+        # Time-limited runs fit their learning rate to the steps the limit holds (training/budget.py).
+        optimizer = make_optimizer(config, budget=train_config.fits_budget)
+        loss = make_loss(config)
+        if not run.multi_worker:
+            metrics = [MaskedAccuracy(config.pad_id), TokenCount(config.pad_id)]
             model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=train_config.jit_compile)
         model.build()
         optimizer.build(model.trainable_variables)  # so a restore finds the moments to fill
     # Before the manager reads the folder's index: a damaged latest checkpoint is set aside (by the chief) and
     # the index rewritten without it, so training resumes from the newest readable one.
+    checkpoint_dir = run.model_dir / CHECKPOINT_DIR
     restored = restore_newest_readable(
-        tf.train.Checkpoint(model=model, optimizer=optimizer), model_dir / CHECKPOINT_DIR, set_aside=is_chief
+        tf.train.Checkpoint(model=model, optimizer=optimizer), checkpoint_dir, set_aside=run.is_chief
     )
-    # Read before it is written again below: a restart keeps a fine-tuning run's record and continues its plan.
-    previous_train_config = saved_values(model_dir / TRAIN_CONFIG_FILE)
+    # Read before it is written again: a restart keeps a fine-tuning run's record and continues its plan.
+    previous_train_config = saved_values(run.model_dir / TRAIN_CONFIG_FILE)
     initialized_from = previous_train_config.get(INITIALIZED_FROM)  # a resumed fine-tuning run keeps its record
-    if restored is None and init_source is not None:
-        # The weights only: Adam's moments, the step (0), the input position and dropout states start afresh.
-        fine_tuning.initialize_weights(model, init_source)
-        initialized_from = init_source.record()
-        logger.info(
-            "Fine-tuning from %s (step %s of %s): its weights and vocabulary, a fresh optimizer from step 0, "
-            "warmup_steps=%d, learning_rate_scale=%g (peak learning rate %.3g).",
-            init_source.checkpoint, init_source.step, init_source.model_dir, resolved.warmup_steps,
-            resolved.learning_rate_scale, fine_tuning.peak_learning_rate(resolved),
-        )  # fmt: skip
+    if restored is None and data.init_source is not None:
+        initialized_from = _initialize_from(model, data)
     start_step = int(optimizer.iterations.numpy())
     # The input position and dropout states: a resumed run trains on the batches the uninterrupted one would.
-    resume_state = ResumeState(model, batches_per_step=strategy.num_replicas_in_sync if multi_worker else 1)
+    resume_state = ResumeState(model, batches_per_step=run.replicas if run.multi_worker else 1)
     resume_state.restore(restored, start_step)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, **{RESUME_STATE_KEY: resume_state.trackable})
-    manager = tf.train.CheckpointManager(
-        checkpoint, str(model_dir / CHECKPOINT_DIR), max_to_keep=train_config.keep_checkpoints
-    )
-
+    manager = tf.train.CheckpointManager(checkpoint, str(checkpoint_dir), max_to_keep=train_config.keep_checkpoints)
     plan = None
-    if budgeted:  # a restart continues or follows the last plan
+    if train_config.fits_budget:  # a restart continues or follows the last plan
         plan = budget_lib.plan_for_start(
             budget_lib.plan_in(previous_train_config), start_step, train_config.time_limit_minutes,
-            train_config.budget_decay_fraction, rewarm_steps=max(resolved.warmup_steps // 4, 1),
+            train_config.budget_decay_fraction, rewarm_steps=max(config.warmup_steps // 4, 1),
             train_steps=train_config.train_steps,
         )  # fmt: skip
-    if is_chief:
-        update_decoding_json(model_dir, resolved)  # before config.json, which it compares with
-        resolved.to_json(model_dir / CONFIG_FILE)
-        data_config.to_json(model_dir / DATA_CONFIG_FILE)
-        train_config.to_json(
-            model_dir / TRAIN_CONFIG_FILE, precision=precision, initialized_from=initialized_from,
-            budget=None if plan is None else plan.to_dict(),
-        )  # fmt: skip
-        report.to_json(model_dir / DATA_REPORT_FILE)
+    state = TrainingState(model, optimizer, loss, checkpoint, manager, resume_state, start_step)
+    return _Restored(state, initialized_from, plan)
 
-    replicas = strategy.num_replicas_in_sync
-    if start_step >= train_config.train_steps:
-        logger.info("Already trained %d of %d steps: nothing to do.", start_step, train_config.train_steps)
-        return TrainResult(
-            "already_complete", start_step, start_step, manager.latest_checkpoint, {}, replicas, weights_digest(model)
-        )
-    batch_multiple = math.lcm(data_config.batch_multiple, replicas)
+
+def _initialize_from(model, data: _Data) -> dict:
+    """Loads a fine-tuning source's weights into `model`; returns the run's record of it (train_config.json's).
+
+    The weights only: Adam's moments, the step (0), the input position and dropout states start afresh.
+    """
+    source, config = data.init_source, data.model_config
+    fine_tuning.initialize_weights(model, source)
+    logger.info(
+        "Fine-tuning from %s (step %s of %s): its weights and vocabulary, a fresh optimizer from step 0, "
+        "warmup_steps=%d, learning_rate_scale=%g (peak learning rate %.3g).",
+        source.checkpoint, source.step, source.model_dir, config.warmup_steps, config.learning_rate_scale,
+        fine_tuning.peak_learning_rate(config),
+    )  # fmt: skip
+    return source.record()
+
+
+def _write_run_files(run: _Run, data: _Data, restored: _Restored) -> None:
+    """The chief's record of the run in model_dir, before the first checkpoint: decoding.json, the resolved configs
+    (the budget's plan in train_config.json) and the data report."""
+    model_dir = run.model_dir
+    update_decoding_json(model_dir, data.model_config)  # before config.json, which it compares with
+    data.model_config.to_json(model_dir / CONFIG_FILE)
+    run.data_config.to_json(model_dir / DATA_CONFIG_FILE)
+    run.train_config.to_json(
+        model_dir / TRAIN_CONFIG_FILE, precision=run.precision, initialized_from=restored.initialized_from,
+        budget=None if restored.plan is None else restored.plan.to_dict(),
+    )  # fmt: skip
+    data.report.to_json(model_dir / DATA_REPORT_FILE)
+
+
+def _run_loop(run: _Run, data: _Data, restored: _Restored):
+    """Trains from the restored step: `model.fit`, or the multi-worker loop. Returns `(history, best)`: the loss
+    history and the best validation BLEU evaluation (None when the run keeps none)."""
+    state, train_config = restored.state, run.train_config
     # None when off; multi-worker runs with bleu_every were refused by _check_settings.
     bleu = (
-        _validation_bleu(model, tokenizer, valid_corpus, train_config, model_dir) if train_config.bleu_every else None
+        _validation_bleu(state.model, data.tokenizer, data.valid_corpus, train_config, run.model_dir)
+        if train_config.bleu_every
+        else None
     )
     try:
         with StopSignals() as stop_signals:
             # SIGTERM / SIGINT from here on: finish the step, save a checkpoint there, raise TrainingInterrupted.
-            logger.info("Training from step %d to %d on %d replica(s).", start_step, train_config.train_steps, replicas)
-            skip = int(resume_state.position.numpy())
+            logger.info(
+                "Training from step %d to %d on %d replica(s).", state.start_step, train_config.train_steps,
+                run.replicas,
+            )  # fmt: skip
+            skip = int(state.resume_state.position.numpy())
             if skip:
                 logger.info("Resuming the input where it stopped: skipping the %d batches already trained on.", skip)
-            if multi_worker:
-
-                def dataset_fn(input_context):
-                    # Every worker builds the same seeded order and keeps its own share of the batches.
-                    # Skipped before sharding: the position counts batches of the one seeded order.
-                    dataset = data_lib.make_dataset(
-                        data_config, tokenizer, "train", training=True, corpus=train_corpus, skip_batches=skip
-                    )
-                    return dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-
-                log_dir = str(model_dir / TRAIN_LOG_DIR)
-                history = fit_multi_worker(
-                    model,
-                    optimizer,
-                    loss,
-                    strategy,
-                    dataset_fn,
-                    checkpoint,
-                    manager,
-                    train_config,
-                    log_dir,
-                    stop_signals,
-                    resume_state,
-                )
+            if run.multi_worker:
+                history = _fit_multi_worker(run, data, state, stop_signals, skip)
             else:
-                train_dataset = data_lib.make_dataset(
-                    data_config, _training_tokenizer(tokenizer, resolved), "train", training=True, corpus=train_corpus,
-                    batch_multiple=batch_multiple, skip_batches=skip,
-                )  # fmt: skip
-                valid_dataset = _validation_dataset(data_config, tokenizer, valid_corpus, train_config, batch_multiple)
-                deadline = None if train_config.time_limit_minutes is None else (
-                    started + 60 * train_config.time_limit_minutes
-                )
-                budget = None if plan is None else budget_lib.FitToBudget(
-                    optimizer.budget_schedule, plan, deadline, 60 * (train_config.time_limit_minutes or 0),
-                    optimizer.iterations, train_config.train_steps,
-                    functools.partial(_save_plan, model_dir / TRAIN_CONFIG_FILE),
-                    repredict_every=min(max(train_config.checkpoint_every, 100), 1000),
-                    pause_every=train_config.checkpoint_every,
-                    steps_per_epoch=report.num_batches,
-                    choose_dropout=resolved.dropout_for_epochs if resolved.dropout_rule() else None,
-                    apply_dropout=functools.partial(_apply_dropout, model),
-                )  # fmt: skip
-                history = _fit(
-                    model, train_dataset, valid_dataset, manager, train_config, model_dir, bleu, stop_signals, deadline,
-                    resume_state, started, budget,
-                )  # fmt: skip
+                loop = _fit_loop(run, data, restored, bleu, stop_signals, skip)
+                history = _fit(state, loop, train_config, run.model_dir)
     except TrainingDiverged:  # a non-finite loss (StopOnNonFiniteLoss) or weights (the check before a save)
         raise TrainingDiverged(
-            f"the training loss or weights became NaN or infinite near step {int(optimizer.iterations.numpy())}; "
-            f"the last good checkpoint ({manager.latest_checkpoint or 'none yet'}) is kept. Fix: resume with a "
+            f"the training loss or weights became NaN or infinite near step {state.step}; the last good "
+            f"checkpoint ({state.manager.latest_checkpoint or 'none yet'}) is kept. Fix: resume with a "
             "lower learning_rate_scale or more warmup_steps (--override), or prefer mixed_bfloat16 to mixed_float16."
         ) from None
-    final_step = int(optimizer.iterations.numpy())
-    logger.info("Stopped at step %d; latest checkpoint %s", final_step, manager.latest_checkpoint)
-    # fit ends early without an error only at the time limit
-    status = "completed" if final_step >= train_config.train_steps else "time_limit"
-    planned_end = final_step if status == "time_limit" and plan is not None and final_step == plan.end_step else None
-    return TrainResult(
-        status, final_step, start_step, manager.latest_checkpoint, history, replicas, weights_digest(model),
-        bleu.best if bleu is not None else None, planned_end,
+    return history, bleu.best if bleu is not None else None
+
+
+def _fit_multi_worker(run: _Run, data: _Data, state: TrainingState, stop_signals, skip: int) -> dict:
+    """`fit_multi_worker` on each worker's shard of the one seeded order of batches, after the `skip` trained on."""
+    def dataset_fn(input_context):
+        # Every worker builds the same seeded order and keeps its own share of the batches.
+        # Skipped before sharding: the position counts batches of the one seeded order.
+        dataset = data_lib.make_dataset(
+            run.data_config, data.tokenizer, "train", training=True, corpus=data.train_corpus, skip_batches=skip
+        )
+        return dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+
+    log_dir = str(run.model_dir / TRAIN_LOG_DIR)
+    return fit_multi_worker(state, run.strategy, dataset_fn, run.train_config, log_dir, stop_signals)
+
+
+@dataclasses.dataclass(frozen=True)
+class _FitLoop:
+    """What `_fit` runs on besides the state (`_fit_loop`)."""
+
+    train_dataset: tf.data.Dataset
+    valid_dataset: Optional[tf.data.Dataset]
+    bleu: Optional[ValidationBleu]  # runs after the checkpoint of each epoch is saved
+    stop_signals: Optional[StopSignals]  # on a signal, save after the step in progress and stop
+    deadline: Optional[float]  # a time.monotonic() reading; None: no time limit
+    started: Optional[float]  # the run's start, for the log line of the first step
+    budget: Optional[budget_lib.FitToBudget]  # fits the learning rate to the time limit
+
+
+def _fit_loop(run: _Run, data: _Data, restored: _Restored, bleu, stop_signals, skip: int) -> _FitLoop:
+    """The datasets and the time limit's callbacks of a `model.fit` run."""
+    data_config, train_config, state = run.data_config, run.train_config, restored.state
+    batch_multiple = math.lcm(data_config.batch_multiple, run.replicas)
+    train_dataset = data_lib.make_dataset(
+        data_config, _training_tokenizer(data.tokenizer, data.model_config), "train", training=True,
+        corpus=data.train_corpus, batch_multiple=batch_multiple, skip_batches=skip,
     )  # fmt: skip
+    valid_dataset = _validation_dataset(data_config, data.tokenizer, data.valid_corpus, train_config, batch_multiple)
+    deadline = None if train_config.time_limit_minutes is None else run.started + 60 * train_config.time_limit_minutes
+    budget = None
+    if restored.plan is not None:
+        budget = budget_lib.callback_for_run(
+            restored.plan, state.optimizer, data.model_config, train_config, data.report.num_batches, deadline
+        )
+    return _FitLoop(train_dataset, valid_dataset, bleu, stop_signals, deadline, run.started, budget)
 
 
 def _build_model(config: TransformerConfig) -> Transformer:
@@ -406,18 +501,6 @@ def _build_model(config: TransformerConfig) -> Transformer:
     model = Transformer(config.replace(dropout=highest))
     model.set_dropout(config.dropout)
     return model
-
-
-def _apply_dropout(model, rate: float) -> None:
-    """Sets the model's dropout (a budget's choice) and rebuilds its training function, which would otherwise keep
-    the rate it was traced with."""
-    model.set_dropout(rate)
-    model.make_train_function(force=True)
-
-
-def _save_plan(train_config_path: pathlib.Path, plan) -> None:
-    budget_lib.write_plan(train_config_path, plan)
-    logger.info("Time budget: %s.", plan.describe())
 
 
 def _check_settings(model_config, data_config, train_config, multi_worker) -> None:
@@ -613,30 +696,15 @@ def _validation_bleu(model, tokenizer, valid_corpus, train_config, model_dir) ->
     )
 
 
-def _fit(
-    model,
-    train_dataset,
-    valid_dataset,
-    manager,
-    train_config,
-    model_dir,
-    bleu=None,
-    stop_signals=None,
-    deadline=None,
-    resume_state=None,
-    started=None,
-    budget=None,
-) -> dict:
+def _fit(state: TrainingState, loop: _FitLoop, train_config: TrainConfig, model_dir: pathlib.Path) -> dict:
     """`model.fit` in epochs of `checkpoint_every` steps, from the restored step to `train_steps`, or until
-    `deadline` (a `time.monotonic()` reading; None: none) has passed.
+    `loop.deadline` has passed; returns the Keras history.
 
-    `bleu`, a `ValidationBleu` callback or None, runs after the checkpoint of each epoch is saved.
-    `stop_signals`, a `StopSignals` or None: on a signal it recorded, the checkpoint callback saves after the
-    step in progress and raises `TrainingInterrupted`, after which the TensorBoard writers are closed.
-    `resume_state`, a `ResumeState` or None: its input position advances with every step, before the save.
-    `started`, the `time.monotonic()` reading at the start of the run, for the log line of the first step.
-    `budget`, a `FitToBudget` or None: fits the learning rate to the time limit and stops at the planned end.
+    On a signal `loop.stop_signals` recorded, the checkpoint callback saves after the step in progress and raises
+    `TrainingInterrupted`, after which the TensorBoard writers are closed. The resume state's input position
+    advances with every step, before the save.
     """
+    model = state.model
     step = model.optimizer.iterations
     writers = [
         keras.callbacks.TensorBoard(str(model_dir / LOG_DIR), update_freq=train_config.log_every),
@@ -644,18 +712,18 @@ def _fit(
     ]
     callbacks = [
         StopOnNonFiniteLoss(),  # first: nothing else runs after a NaN batch
-        *([] if resume_state is None else [resume_state.counter()]),  # before the checkpoint saves
+        *([] if state.resume_state is None else [state.resume_state.counter()]),  # before the checkpoint saves
         StopAtStep(train_config.train_steps, step),
-        *([] if started is None else [LogFirstStep(started, step)]),
-        *([] if deadline is None else [StopAtTimeLimit(deadline, step)]),
-        *([] if budget is None else [budget]),
-        CheckpointEveryEpoch(manager, step, stop_signals, train_config.checkpoint_every),
+        *([] if loop.started is None else [LogFirstStep(loop.started, step)]),
+        *([] if loop.deadline is None else [StopAtTimeLimit(loop.deadline, step)]),
+        *([] if loop.budget is None else [loop.budget]),
+        CheckpointEveryEpoch(state.manager, step, loop.stop_signals, train_config.checkpoint_every),
         *writers,
     ]
-    if bleu is not None:
-        callbacks.append(bleu)
+    if loop.bleu is not None:
+        callbacks.append(loop.bleu)
     try:
-        history = _run_fit(model, train_dataset, valid_dataset, train_config, callbacks)
+        history = _run_fit(model, loop.train_dataset, loop.valid_dataset, train_config, callbacks)
     except TrainingInterrupted:
         for callback in writers:  # fit ends without on_train_end: flush and close the TensorBoard files
             callback.on_train_end()
