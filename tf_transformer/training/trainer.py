@@ -24,8 +24,8 @@ from tf_transformer import data as data_lib
 from tf_transformer.checkpoints import restore_newest_readable
 from tf_transformer.config import DECODE_FIELDS, ConfigError, TransformerConfig
 from tf_transformer.data.vocab import TOKENIZER_JSON
+from tf_transformer.decoding.settings import DecodingSettings, update_decoding_json
 from tf_transformer.decoding.text import TextTranslator
-from tf_transformer.decoding_settings import update_decoding_json
 from tf_transformer.model_dir import (
     BEST_DIR,
     BLEU_LOG_DIR,
@@ -361,8 +361,10 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
                     batch_multiple=batch_multiple, skip_batches=skip,
                 )  # fmt: skip
                 valid_dataset = _validation_dataset(data_config, tokenizer, valid_corpus, train_config, batch_multiple)
-                deadline = None if train_config.time_limit_minutes is None else (
-                    started + 60 * train_config.time_limit_minutes
+                deadline = (
+                    None
+                    if train_config.time_limit_minutes is None
+                    else (started + 60 * train_config.time_limit_minutes)
                 )
                 budget = None if plan is None else budget_lib.FitToBudget(
                     optimizer.budget_schedule, plan, deadline, 60 * (train_config.time_limit_minutes or 0),
@@ -453,8 +455,10 @@ def _check_settings(model_config, data_config, train_config, multi_worker) -> No
             "--valid_target=PATH, or set --bleu_every=0."
         )
     if model_config.samples_subwords and (multi_worker or data_config.deterministic or train_config.deterministic):
-        why = "every worker of multi-worker training must make the same batches" if multi_worker else (
-            "deterministic batches must be the same on every run"
+        why = (
+            "every worker of multi-worker training must make the same batches"
+            if multi_worker
+            else ("deterministic batches must be the same on every run")
         )
         raise ConfigError(
             f"subword_nbest_size: the model config samples subword segmentations ({model_config.subword_nbest_size}), "
@@ -600,7 +604,8 @@ def _validation_bleu(model, tokenizer, valid_corpus, train_config, model_dir) ->
         )
     beam_size = train_config.bleu_beam_size
     # One translator for the whole run: its traced decoder reads the variables, so it follows the training.
-    translator = TextTranslator(model, tokenizer, beam_size=beam_size, method="beam" if beam_size > 1 else "greedy")
+    settings = DecodingSettings(method="beam" if beam_size > 1 else "greedy", beam_size=beam_size)
+    translator = TextTranslator(model, tokenizer, settings)
     return ValidationBleu(
         translator,
         [source for source, _ in pairs],
