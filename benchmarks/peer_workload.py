@@ -26,6 +26,8 @@ import pathlib
 import sys
 import tempfile
 
+from tf_transformer.decoding import DecodingSettings
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -168,11 +170,13 @@ def make_decoder(tf, translate, model, beam_size, length, jit):
         output = translate(
             model,
             source_ids,
-            beam_size=beam_size,
-            method="beam" if beam_size > 1 else "greedy",
-            max_decode_length=length,
-            min_decode_length=length,
-            jit_compile=jit,  # XLA needs the decoders' fixed-size caches
+            DecodingSettings(
+                method="beam" if beam_size > 1 else "greedy",
+                beam_size=beam_size,
+                min_decode_length=length,
+                max_decode_length=length,
+            ),
+            jit_compile=jit,
         )
         return output.ids, output.scores
 

@@ -90,9 +90,8 @@ def main(argv=None):
 
     # 4. Translate (keras.models.load_model(".../model.keras") gives the model back later).
     method = "greedy" if args.beam_size == 1 else "beam"
-    [[(translation, score)]] = tft.decoding.translate_texts(
-        model, tokenizer, [args.sentence], method=method, beam_size=args.beam_size
-    )
+    settings = tft.decoding.DecodingSettings(method=method, beam_size=args.beam_size)
+    [[(translation, score)]] = tft.decoding.translate_texts(model, tokenizer, [args.sentence], settings)
     summary = {
         "loss": history.history["loss"],
         "val_loss": history.history.get("val_loss"),

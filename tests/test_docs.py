@@ -24,7 +24,7 @@ import textwrap
 
 import pytest
 
-from tf_transformer.decoding_settings import DEFAULTS as DECODING_DEFAULTS  # imports no TensorFlow
+from tf_transformer.decoding.settings import DEFAULTS as DECODING_DEFAULTS  # imports no TensorFlow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.dirname(sys.executable)  # not resolved: a venv's python is a link into the base install

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 import tf_transformer as tft
 from tf_transformer import quantization
-from tf_transformer.decoding import translate
+from tf_transformer.decoding import DecodingSettings, translate
 from tf_transformer.decoding.scoring import score_ids
 from tf_transformer.layers import _quantized
 
@@ -134,7 +134,7 @@ def test_decoders_dequantize_once_and_score_as_the_model(models, method):
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def decode(source_ids):
-        result = translate(model, source_ids, **settings)
+        result = translate(model, source_ids, DecodingSettings(**settings))
         return result.ids, result.scores
 
     ids, scores = decode(tf.constant(SOURCE))

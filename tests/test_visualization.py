@@ -12,7 +12,7 @@ import pytest
 import tf_transformer as tft
 from tf_transformer import visualization
 from tf_transformer.data import train_sentencepiece
-from tf_transformer.decoding import greedy_decode
+from tf_transformer.decoding import DecodingSettings, greedy_decode
 
 
 @pytest.fixture(scope="module")
@@ -81,10 +81,12 @@ def test_positional_encoding_shows_the_papers_sinusoids_or_the_learned_table(mod
 def test_sentence_attention_over_the_models_own_translation(model_and_tokenizer):
     model, tokenizer = model_and_tokenizer
     sentence = "Two dogs play in the snow."
-    attention = visualization.sentence_attention(model, tokenizer, sentence, method="greedy", max_decode_length=5)
+    attention = visualization.sentence_attention(
+        model, tokenizer, sentence, settings=DecodingSettings(method="greedy", max_decode_length=5)
+    )
     assert attention.translated
     source_ids = np.append(tokenizer.tokenize(sentence).numpy(), model.config.eos_id)[None]
-    ids = greedy_decode(model, source_ids, max_decode_length=5)[0].numpy()[0]
+    ids = greedy_decode(model, source_ids, DecodingSettings(max_decode_length=5))[0].numpy()[0]
     ids = ids[: list(ids).index(model.config.eos_id) + 1]
     pieces = tokenizer.tokens()
     assert attention.target_output_tokens == [pieces[i] for i in ids]

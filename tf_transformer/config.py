@@ -10,11 +10,11 @@ import pathlib
 from importlib import resources
 from typing import Any, Mapping, Optional, Sequence, Union
 
-from tf_transformer.decoding_settings import DEFAULTS, check_settings
+from tf_transformer.decoding.settings import COMMAND_DEFAULTS, check_settings
 from tf_transformer.files import write_atomically
 
 POSITION_ENCODINGS = ("sinusoidal", "learned")
-# The fields of decoding.json (decoding_settings.CONFIG_FIELDS), not of the model.
+# The fields of decoding.json (decoding.settings.CONFIG_FIELDS), not of the model.
 DECODE_FIELDS = (
     "decode_beam_size", "decode_length_penalty", "decode_method", "decode_average_last", "decode_no_repeat_ngram_size",
     "decode_max_decode_length",
@@ -176,9 +176,9 @@ class TransformerConfig(JsonConfig):
         pad_id: the padding token id; always 0 in this package.
         bos_id, eos_id: start and end of sequence token ids.
         decode_beam_size, decode_length_penalty, decode_method, decode_average_last: how to decode this model
-            (the paper: beam 4, length penalty alpha 0.6, the latest checkpoint, None);
-        decode_no_repeat_ngram_size, decode_max_decode_length: the guards against loops (4: no repeated 4-gram,
-            0: off; "1.5x+10": at most 1.5 x the source length + 10 tokens, "x+50" the paper's, or N tokens).
+            (defaults: `tf_transformer.decoding.settings.COMMAND_DEFAULTS`, the paper's beam and length penalty);
+        decode_no_repeat_ngram_size, decode_max_decode_length: the guards against loops (N: no repeated N-gram,
+            0: off; "Ax+B": at most A x the source length + B tokens, or N tokens; defaults as above).
             `tft-train` writes them into the model directory's decoding.json, the defaults of `tft-translate`,
             `tft-evaluate` and `tft-export`. They do not change the model or its training.
     """
@@ -212,12 +212,12 @@ class TransformerConfig(JsonConfig):
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
-    decode_beam_size: int = 4
-    decode_length_penalty: float = 0.6
-    decode_method: str = "beam"
-    decode_average_last: Optional[int] = None
-    decode_no_repeat_ngram_size: int = DEFAULTS["no_repeat_ngram_size"]
-    decode_max_decode_length: str = DEFAULTS["max_decode_length"]
+    decode_beam_size: int = COMMAND_DEFAULTS.beam_size
+    decode_length_penalty: float = COMMAND_DEFAULTS.length_penalty
+    decode_method: str = COMMAND_DEFAULTS.method
+    decode_average_last: Optional[int] = COMMAND_DEFAULTS.average_last
+    decode_no_repeat_ngram_size: int = COMMAND_DEFAULTS.no_repeat_ngram_size
+    decode_max_decode_length: str = COMMAND_DEFAULTS.max_decode_length
 
     def __post_init__(self):
         self._check_types()

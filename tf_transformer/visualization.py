@@ -31,9 +31,9 @@ import numpy as np
 import tensorflow as tf
 
 from tf_transformer.decoding import translate
+from tf_transformer.decoding.settings import PAPER, DecodingSettings, require_settings
 from tf_transformer.files import write_atomically
 from tf_transformer.layers.position import sinusoidal_table
-from tf_transformer.rules import EXTRA_DECODE_LENGTH
 
 ATTENTION_KINDS = ("encoder_self", "decoder_self", "decoder_cross")
 TITLES = {
@@ -100,22 +100,13 @@ def sentence_attention(
     tokenizer,
     sentence: str,
     target: Optional[str] = None,
-    *,
-    method: str = "beam",
-    beam_size: int = 4,
-    length_penalty: float = 0.6,
-    max_decode_length: Optional[int] = None,
-    no_repeat_ngram_size: int = 0,
-    max_decode_length_ratio: float = 1.0,
-    extra_decode_length: int = EXTRA_DECODE_LENGTH,
+    settings: DecodingSettings = PAPER,
 ) -> SentenceAttention:
     """Every attention weight of `model` on `sentence`, teacher-forced with `target` or with its own translation.
 
     The source is tokenized as in training (pieces + EOS). Without `target` the model translates the
-    sentence with `tf_transformer.decoding.translate` (`method`, `beam_size`, `length_penalty`,
-    `max_decode_length`, `no_repeat_ngram_size`, `max_decode_length_ratio` and `extra_decode_length` as there;
-    the defaults are the paper's length rule without the loop guards) and the weights are those of its best
-    hypothesis.
+    sentence with `tf_transformer.decoding.translate` and `settings` (a `DecodingSettings`; default the paper's)
+    and the weights are those of its best hypothesis.
 
     Raises:
         ValueError: an empty sentence or target, or one longer than the model's max_length.
@@ -124,17 +115,7 @@ def sentence_attention(
     source_ids = _token_ids(tokenizer, sentence, "sentence", config.max_length)
     source_ids = np.append(source_ids, config.eos_id).astype(np.int32)
     if target is None:
-        result = translate(
-            model,
-            source_ids[np.newaxis],
-            method=method,
-            beam_size=beam_size,
-            length_penalty=length_penalty,
-            max_decode_length=max_decode_length,
-            no_repeat_ngram_size=no_repeat_ngram_size,
-            max_decode_length_ratio=max_decode_length_ratio,
-            extra_decode_length=extra_decode_length,
-        )
+        result = translate(model, source_ids[np.newaxis], require_settings(settings))
         hypothesis = result.ids.numpy()[0, 0]
         ends = np.flatnonzero(hypothesis == config.eos_id)
         target_ids = hypothesis[: ends[0] if ends.size else len(hypothesis)].astype(np.int32)
@@ -247,25 +228,19 @@ def write_attention_plots(
     sentence: str,
     output_dir: PathLike,
     target: Optional[str] = None,
+    settings: DecodingSettings = PAPER,
     *,
     layers: Optional[Sequence[int]] = None,
     heads: Optional[Sequence[int]] = None,
-    method: str = "beam",
-    beam_size: int = 4,
-    length_penalty: float = 0.6,
-    max_decode_length: Optional[int] = None,
     positions: Optional[int] = None,
     dpi: int = 100,
-    no_repeat_ngram_size: int = 0,
-    max_decode_length_ratio: float = 1.0,
-    extra_decode_length: int = EXTRA_DECODE_LENGTH,
 ) -> dict:
     """Writes attention heatmaps of `sentence` and the positional-encoding heatmap into `output_dir`.
 
     Files: `encoder_self_layer{i}.png`, `decoder_self_layer{i}.png` and `decoder_cross_layer{i}.png` for
     each layer i in `layers` (default: every layer of the stack; an index must exist in both stacks), each
     a grid of `heads` (default: all), and `positional_encoding.png`. See `sentence_attention` for `target`
-    and the decoding arguments, `plot_positional_encoding` for `positions`.
+    and `settings`, `plot_positional_encoding` for `positions`.
 
     Returns:
         A JSON-ready dict: sentence, target, translated, source_tokens, target_input_tokens,
@@ -284,19 +259,7 @@ def write_attention_plots(
         for stack, count in layer_counts.items():
             _check_indexes(layers, count, "layers", f"{stack} layer")
     _check_indexes(heads, config.num_heads, "heads", "head")
-    attention = sentence_attention(
-        model,
-        tokenizer,
-        sentence,
-        target,
-        method=method,
-        beam_size=beam_size,
-        length_penalty=length_penalty,
-        max_decode_length=max_decode_length,
-        no_repeat_ngram_size=no_repeat_ngram_size,
-        max_decode_length_ratio=max_decode_length_ratio,
-        extra_decode_length=extra_decode_length,
-    )
+    attention = sentence_attention(model, tokenizer, sentence, target, require_settings(settings))
     output_dir = pathlib.Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     axes = {

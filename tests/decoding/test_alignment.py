@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from tf_transformer.data import train_sentencepiece
-from tf_transformer.decoding import greedy_decode
+from tf_transformer.decoding import DecodingSettings, greedy_decode
 from tf_transformer.decoding.alignment import (
     align_ids,
     alignment_layer,
@@ -98,7 +98,7 @@ def test_target_pieces_map_to_the_words_of_the_detokenized_text(spm_tokenizer):
 
 def test_align_ids_is_the_head_mean_of_the_chosen_layers_cross_attention(tiny_model, helpers):
     sources = helpers.make_sources([6, 4], width=7, seed=11)
-    targets, _ = greedy_decode(tiny_model, sources, max_decode_length=6)
+    targets, _ = greedy_decode(tiny_model, sources, DecodingSettings(max_decode_length=6))
     targets = targets.numpy()
     decoder_input = np.concatenate([np.ones((2, 1), np.int32), targets[:, :-1]], axis=1)
     cross = tiny_model.attention_weights(sources, decoder_input)["decoder_cross"]

@@ -6,20 +6,22 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_transformer.decoding import _common, beam_search, greedy_decode
+from tf_transformer.decoding import DecodingSettings, beam_search, candidates, constraints, greedy_decode, lengths
 from tf_transformer.decoding.beam_search import _beam_search_loop
 
 
 @pytest.fixture(scope="module")
 def greedy_reference(tiny_model):
     sources = np.array([[5, 9, 14, 30, 8, 2], [7, 30, 2, 0, 0, 0], [11, 4, 21, 7, 2, 0]], np.int32)
-    return sources, greedy_decode(tiny_model, sources, extra_decode_length=3)
+    return sources, greedy_decode(tiny_model, sources, DecodingSettings(max_decode_length="x+3"))
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
 def test_beam_size_one_is_greedy(tiny_model, helpers, greedy_reference, alpha):
     sources, (greedy_ids, greedy_scores) = greedy_reference
-    ids, scores = beam_search(tiny_model, sources, beam_size=1, length_penalty=alpha, extra_decode_length=3)
+    ids, scores = beam_search(
+        tiny_model, sources, DecodingSettings(beam_size=1, length_penalty=alpha, max_decode_length="x+3")
+    )
     np.testing.assert_array_equal(ids.numpy()[:, 0], greedy_ids.numpy())
     lengths = np.array([len(helpers.strip(row)) for row in greedy_ids.numpy()])
     np.testing.assert_allclose(scores[:, 0], greedy_scores / helpers.length_penalty(lengths, alpha), rtol=1e-6)
@@ -29,7 +31,7 @@ def test_the_beam_machinery_with_one_beam_and_no_penalty_is_greedy(tiny_model, g
     # The full search (tiling, top-k, cache reordering, finished set) reduces to greedy search when one
     # hypothesis is kept and EOS is only accepted from within the beam.
     sources, (greedy_ids, greedy_scores) = greedy_reference
-    plan = _common.plan_lengths(tiny_model.config, tf.constant(sources, tf.int32), None, 3)
+    plan = lengths.plan_lengths(tiny_model.config, tf.constant(sources, tf.int32), None, 3)
     ids, scores = _beam_search_loop(tiny_model, sources, 1, 0.0, plan, 1)
     np.testing.assert_array_equal(ids.numpy()[:, 0], greedy_ids.numpy())
     np.testing.assert_allclose(scores[:, 0], greedy_scores, atol=1e-5)
@@ -39,11 +41,13 @@ def test_beam_scores_are_the_full_pass_scores_and_n_best_is_sorted_and_distinct(
     alpha, extra = 0.6, 3
     sources = helpers.make_sources([6, 3, 5], seed=9)
     ids, scores = beam_search(
-        tiny_model, sources, beam_size=4, length_penalty=alpha, extra_decode_length=extra, n_best=4
+        tiny_model,
+        sources,
+        DecodingSettings(beam_size=4, length_penalty=alpha, n_best=4, max_decode_length=f"x+{extra}"),
     )
     assert ids.shape == (3, 4, 6 + extra) and scores.shape == (3, 4)
     helpers.check_output_convention(ids)
-    greedy_ids, greedy_scores = greedy_decode(tiny_model, sources, extra_decode_length=extra)
+    greedy_ids, greedy_scores = greedy_decode(tiny_model, sources, DecodingSettings(max_decode_length=f"x+{extra}"))
     for row, source in enumerate(sources):
         hypotheses = [helpers.strip(h) for h in ids[row].numpy()]
         assert len({tuple(h) for h in hypotheses}) == 4  # distinct
@@ -73,7 +77,9 @@ def test_the_length_penalty_decides_between_a_short_and_a_long_hypothesis(helper
     for alpha, winner in ((0.0, short), (1.0, long)):
         expected = {n: raw[n] / helpers.length_penalty(len(h), alpha) for n, h in (("short", short), ("long", long))}
         assert (expected["long"] > expected["short"]) == (winner is long)  # the formula's verdict
-        ids, scores = beam_search(model, np.array([[5, 2]]), beam_size=3, length_penalty=alpha, max_decode_length=6)
+        ids, scores = beam_search(
+            model, np.array([[5, 2]]), DecodingSettings(beam_size=3, length_penalty=alpha, max_decode_length=6)
+        )
         assert helpers.strip(ids[0, 0]) == winner
         np.testing.assert_allclose(scores[0, 0], max(expected.values()), rtol=1e-5)
 
@@ -90,7 +96,9 @@ def test_a_wide_beam_returns_the_exhaustive_n_best_list(helpers, alpha):
         ((model.prefix_log_probs(h).sum() / helpers.length_penalty(len(h), alpha), h) for h in hypotheses),
         key=lambda pair: -pair[0],
     )
-    ids, scores = beam_search(model, np.array([[5, 6, 2]]), beam_size=16, length_penalty=alpha, n_best=13)
+    ids, scores = beam_search(
+        model, np.array([[5, 6, 2]]), DecodingSettings(beam_size=16, length_penalty=alpha, n_best=13)
+    )
     assert [helpers.strip(h) for h in ids[0].numpy()] == [h for _, h in scored]
     np.testing.assert_allclose(scores[0], [s for s, _ in scored], rtol=1e-5)
 
@@ -99,7 +107,7 @@ def test_early_stop_when_no_alive_hypothesis_can_win(helpers):
     logits = np.zeros((20, 6), np.float32)
     logits[:, 2] = 12.0  # EOS first is all but certain
     model = helpers.TableModel(logits, max_length=20)
-    ids, scores = beam_search(model, np.array([[5, 2]]), beam_size=4, max_decode_length=20)
+    ids, scores = beam_search(model, np.array([[5, 2]]), DecodingSettings(beam_size=4, max_decode_length=20))
     assert model.decode_calls == 1  # the bound of the alive hypotheses is below the finished [EOS]
     assert helpers.strip(ids[0, 0]) == [2]
 
@@ -107,10 +115,12 @@ def test_early_stop_when_no_alive_hypothesis_can_win(helpers):
 def test_padding_does_not_change_a_sentence_beam(tiny_model, helpers):
     lengths = [6, 3, 5]
     sources = helpers.make_sources(lengths, width=8, seed=12)
-    ids, scores = beam_search(tiny_model, sources, beam_size=3, n_best=2, extra_decode_length=3)
+    ids, scores = beam_search(tiny_model, sources, DecodingSettings(beam_size=3, n_best=2, max_decode_length="x+3"))
     for row, length in enumerate(lengths):
         alone_ids, alone_scores = beam_search(
-            tiny_model, sources[row : row + 1, :length], beam_size=3, n_best=2, extra_decode_length=3
+            tiny_model,
+            sources[row : row + 1, :length],
+            DecodingSettings(beam_size=3, n_best=2, max_decode_length="x+3"),
         )
         assert [helpers.strip(h) for h in alone_ids[0].numpy()] == [helpers.strip(h) for h in ids[row].numpy()]
         np.testing.assert_allclose(alone_scores[0], scores[row], atol=1e-5)
@@ -118,7 +128,7 @@ def test_padding_does_not_change_a_sentence_beam(tiny_model, helpers):
 
 def test_missing_hypotheses_are_empty_with_minus_infinity(helpers):
     model = helpers.TableModel(np.zeros((4, 6), np.float32), max_length=4)
-    ids, scores = beam_search(model, np.array([[5, 2]]), beam_size=3, n_best=3, max_decode_length=1)
+    ids, scores = beam_search(model, np.array([[5, 2]]), DecodingSettings(beam_size=3, n_best=3, max_decode_length=1))
     np.testing.assert_array_equal(ids.numpy()[0], [[2], [0], [0]])  # one token allowed: only [EOS] exists
     assert np.isfinite(scores[0, 0]) and np.isneginf(scores[0, 1:]).all()
 
@@ -135,7 +145,7 @@ def test_missing_hypotheses_are_empty_with_minus_infinity(helpers):
 )
 def test_bad_settings_are_refused(tiny_model, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        beam_search(tiny_model, np.array([[5, 2]], np.int32), **kwargs)
+        beam_search(tiny_model, np.array([[5, 2]], np.int32), DecodingSettings(**kwargs))
 
 
 @pytest.mark.parametrize(
@@ -149,7 +159,7 @@ def test_the_chunked_top_k_equals_tf_top_k_ties_and_infinities_included(size, k)
     values[3, ::2], values[3, 1::2] = -np.inf, 0.0
     values[4, :-3] = -np.inf  # fewer finite entries than k
     expected = tf.math.top_k(values, k)
-    best, indices = _common.top_k(tf.constant(values), k)
+    best, indices = candidates.top_k(tf.constant(values), k)
     np.testing.assert_array_equal(indices, expected.indices)
     np.testing.assert_array_equal(best, expected.values)
 
@@ -167,11 +177,11 @@ def test_the_best_allowed_tokens_are_the_top_k_of_the_masked_log_softmax(helpers
     caps = np.array([20, 20, step + 1, 20, 20, 20], np.int32)
     min_length = np.array([0, step + 2, 0, 0, 0, 0], np.int32)
 
-    log_probs, tokens = _common.best_allowed_tokens(tf.constant(logits), k, config, step, caps, min_length)
+    log_probs, tokens = candidates.best_allowed_tokens(tf.constant(logits), k, config, step, caps, min_length)
     log_probs, tokens = log_probs.numpy(), tokens.numpy()
 
-    plan = _common.LengthPlan(vocab, tf.constant(caps), None, tf.constant(min_length))
-    allowed = _common.allowed_tokens(config, step, plan).numpy()
+    plan = lengths.LengthPlan(vocab, tf.constant(caps), None, tf.constant(min_length))
+    allowed = constraints.allowed_tokens(config, step, plan).numpy()
     reference = helpers.log_softmax(logits.astype(np.float64))
     for row in range(len(logits)):
         masked = np.where(allowed[row], reference[row], -np.inf)
@@ -179,8 +189,8 @@ def test_the_best_allowed_tokens_are_the_top_k_of_the_masked_log_softmax(helpers
         live = np.isfinite(masked[expected])
         np.testing.assert_array_equal(tokens[row][live], expected[live])
         np.testing.assert_allclose(log_probs[row][live], masked[expected][live], atol=1e-5)
-        assert (log_probs[row][~live] < _common.NEG_INF / 2).all()
-    assert list(tokens[2][:1]) == [config.eos_id] and (log_probs[2][1:] < _common.NEG_INF / 2).all()
+        assert (log_probs[row][~live] < candidates.NEG_INF / 2).all()
+    assert list(tokens[2][:1]) == [config.eos_id] and (log_probs[2][1:] < candidates.NEG_INF / 2).all()
     assert config.eos_id not in tokens[1] and config.pad_id not in tokens[3]
 
 
@@ -190,7 +200,7 @@ def test_the_log_sum_exp_equals_numpys_for_small_and_huge_logits(scale, shift, j
     logits = (np.random.default_rng(5).normal(size=(4, 3000)) * scale + shift).astype(np.float32)
     row_max = logits.max(axis=1, keepdims=True)
     expected = row_max + np.log(np.exp(logits.astype(np.float64) - row_max).sum(axis=1, keepdims=True))
-    log_sum_exp = tf.function(lambda *args: _common.log_sum_exp(*args, jit_compile=jit), jit_compile=jit)
+    log_sum_exp = tf.function(lambda *args: candidates.log_sum_exp(*args, jit_compile=jit), jit_compile=jit)
     result = log_sum_exp(tf.constant(logits), tf.constant(row_max)).numpy()
     assert np.isfinite(result).all()
     np.testing.assert_allclose(result, expected, rtol=1e-6, atol=1e-5)

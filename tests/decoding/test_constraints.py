@@ -1,11 +1,21 @@
 """The decoders' constraints: the n-gram repetition ban, the relative length cap and forced target prefixes,
 against NumPy references, in every decoder and in the traced and XLA modes."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_transformer.decoding import _common, beam_search, greedy_decode, sample_decode, score_ids, translate
+from tf_transformer.decoding import (
+    DecodingSettings,
+    beam_search,
+    constraints,
+    greedy_decode,
+    sample_decode,
+    score_ids,
+    translate,
+)
 
 UNKNOWN_SHAPE = [tf.TensorSpec([None, None], tf.int32)]
 
@@ -38,7 +48,7 @@ def test_the_ngram_ban_equals_numpy(n):
     ids = rng.integers(3, 7, size=(6, 12)).astype(np.int32)  # a small vocabulary: many repeats
     for step in range(13):
         written = np.where(np.arange(12) < step, ids, 0)  # the decoders' buffer: 0 from `step` on
-        got = _common.repeated_ngram_tokens(tf.constant(written), tf.constant(step), n, 9).numpy()
+        got = constraints.repeated_ngram_tokens(tf.constant(written), tf.constant(step), n, 9).numpy()
         np.testing.assert_array_equal(got, banned_reference(written, step, n, 9), err_msg=f"step {step}")
 
 
@@ -81,7 +91,7 @@ def numpy_greedy(model, n, cap, prefix=()):
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_greedy_with_the_ban_equals_numpy(looping, n):
     sources = np.array([[5, 6, 7, 2], [5, 6, 2, 0]], np.int32)
-    ids, scores = greedy_decode(looping, sources, no_repeat_ngram_size=n, max_decode_length=14)
+    ids, scores = greedy_decode(looping, sources, DecodingSettings(no_repeat_ngram_size=n, max_decode_length=14))
     for row in range(2):
         tokens, total = numpy_greedy(looping, n, 14)
         assert list(ids[row].numpy()[: len(tokens)]) == tokens
@@ -91,16 +101,15 @@ def test_greedy_with_the_ban_equals_numpy(looping, n):
 
 def test_without_the_ban_the_table_loops_and_with_it_no_ngram_repeats(looping, helpers):
     sources = np.array([[5, 6, 7, 2], [3, 2, 0, 0]], np.int32)
-    free, _ = greedy_decode(looping, sources, max_decode_length=14)
+    free, _ = greedy_decode(looping, sources, DecodingSettings(max_decode_length=14))
     assert len(set(ngrams(emitted(free[0]), 3))) < len(ngrams(emitted(free[0]), 3))  # it loops
     for n in (1, 2, 3):
         for method in ("greedy", "beam", "sample"):
             kwargs = {"beam_size": 3, "n_best": 3} if method == "beam" else {}
             if method == "sample":
                 kwargs = {"seed": 5}
-            result = translate(
-                looping, sources, method=method, no_repeat_ngram_size=n, max_decode_length=14, **kwargs
-            )
+            settings = DecodingSettings(method=method, no_repeat_ngram_size=n, max_decode_length=14, **kwargs)
+            result = translate(looping, sources, settings)
             helpers.check_output_convention(result.ids)
             for row in result.ids.numpy().reshape(-1, result.ids.shape[-1]):
                 grams = ngrams(emitted(row), n)
@@ -112,17 +121,22 @@ def test_a_ban_or_a_prefix_that_cannot_apply_changes_nothing(looping):
     # the unconstrained results, scores included (the log-sum-exp of the model's own logits).
     sources = np.array([[5, 6, 7, 2], [3, 2, 0, 0]], np.int32)
     for method, kwargs in (("beam", {"beam_size": 3, "n_best": 2}), ("greedy", {}), ("sample", {"seed": 2})):
-        plain = translate(looping, sources, method=method, max_decode_length=14, **kwargs)
+        settings = DecodingSettings(method=method, max_decode_length=14, **kwargs)
+        plain = translate(looping, sources, settings)
         for constraint in ({"no_repeat_ngram_size": 15}, {"target_prefix_ids": np.zeros((2, 3), np.int32)}):
-            constrained = translate(looping, sources, method=method, max_decode_length=14, **constraint, **kwargs)
+            banned = dataclasses.replace(settings, **{k: v for k, v in constraint.items() if k != "target_prefix_ids"})
+            constrained = translate(looping, sources, banned, target_prefix_ids=constraint.get("target_prefix_ids"))
             np.testing.assert_array_equal(constrained.ids, plain.ids)
             np.testing.assert_allclose(constrained.scores, plain.scores, atol=1e-5)
 
 
 def test_beam_scores_under_the_ban_are_the_models_log_probabilities(looping, helpers):
     sources = np.array([[5, 6, 7, 2], [3, 2, 0, 0]], np.int32)
-    ids, scores = beam_search(looping, sources, beam_size=3, n_best=3, length_penalty=0.6, no_repeat_ngram_size=2,
-                              max_decode_length=12)  # fmt: skip
+    ids, scores = beam_search(
+        looping,
+        sources,
+        DecodingSettings(beam_size=3, length_penalty=0.6, n_best=3, no_repeat_ngram_size=2, max_decode_length=12),
+    )
     for row in range(2):
         for k in range(3):
             hypothesis = helpers.strip(ids[row, k].numpy())
@@ -135,12 +149,9 @@ def test_the_relative_cap_is_floor_ratio_times_source_length_plus_extra(looping,
     sources = np.zeros((3, 7), np.int32)
     for row, length in enumerate((7, 4, 1)):
         sources[row, : length - 1], sources[row, length - 1] = 6, 2
-    traced = tf.function(
-        lambda source: greedy_decode(looping, source, extra_decode_length=extra, max_decode_length_ratio=ratio),
-        input_signature=UNKNOWN_SHAPE,
-    )
-    for decode in (lambda source: greedy_decode(looping, source, extra_decode_length=extra,
-                                                max_decode_length_ratio=ratio), traced):  # fmt: skip
+    settings = DecodingSettings(max_decode_length=f"{ratio}x+{extra}")
+    traced = tf.function(lambda source: greedy_decode(looping, source, settings), input_signature=UNKNOWN_SHAPE)
+    for decode in (lambda source: greedy_decode(looping, source, settings), traced):
         ids, _ = decode(tf.constant(sources))
         lengths = (ids.numpy() != 0).sum(axis=1)
         # EOS is unlikely in this table: every output runs to its cap (at least 1, at most max_length 20).
@@ -151,10 +162,10 @@ def test_the_relative_cap_is_floor_ratio_times_source_length_plus_extra(looping,
 
 def test_bad_constraint_arguments_name_the_fix(looping):
     source = np.array([[5, 2]], np.int32)
-    with pytest.raises(ValueError, match="no_repeat_ngram_size: must be an int >= 0"):
-        greedy_decode(looping, source, no_repeat_ngram_size=-1)
-    with pytest.raises(ValueError, match="max_decode_length_ratio: must be a number >= 0"):
-        beam_search(looping, source, max_decode_length_ratio=-0.5)
+    with pytest.raises(ValueError, match="no_repeat_ngram_size: must be an integer >= 0"):
+        greedy_decode(looping, source, DecodingSettings(no_repeat_ngram_size=-1))
+    with pytest.raises(ValueError, match=r"max_decode_length: must be N .* or Ax\+B"):
+        beam_search(looping, source, DecodingSettings(max_decode_length="-0.5x+50"))
     with pytest.raises(ValueError, match="target_prefix_ids: 2 rows for 1 source"):
         greedy_decode(looping, source, target_prefix_ids=np.array([[4], [5]]))
 
@@ -165,8 +176,8 @@ def test_bad_constraint_arguments_name_the_fix(looping):
 def test_greedy_with_a_prefix_equals_numpy(looping):
     sources = np.array([[5, 6, 7, 2], [5, 6, 2, 0], [3, 2, 0, 0]], np.int32)
     prefixes = np.array([[7, 8, 9], [3, 0, 0], [0, 0, 0]], np.int32)  # the last: no prefix
-    ids, scores = greedy_decode(looping, sources, target_prefix_ids=prefixes, max_decode_length=10,
-                                no_repeat_ngram_size=2)  # fmt: skip
+    settings = DecodingSettings(no_repeat_ngram_size=2, max_decode_length=10)
+    ids, scores = greedy_decode(looping, sources, settings, target_prefix_ids=prefixes)
     for row, prefix in enumerate(([7, 8, 9], [3], [])):
         tokens, total = numpy_greedy(looping, 2, 10, prefix)
         assert list(ids[row].numpy()[: len(tokens)]) == tokens
@@ -174,7 +185,7 @@ def test_greedy_with_a_prefix_equals_numpy(looping):
 
 
 def test_a_prefix_longer_than_the_cap_raises_the_cap(looping):
-    ids, _ = greedy_decode(looping, np.array([[5, 2]], np.int32), max_decode_length=2,
+    ids, _ = greedy_decode(looping, np.array([[5, 2]], np.int32), DecodingSettings(max_decode_length=2),
                            target_prefix_ids=np.array([[7, 7, 7, 7]], np.int32))  # fmt: skip
     assert emitted(ids[0]) == [7, 7, 7, 7] and ids.numpy()[0, 4] == 2
 
@@ -190,8 +201,8 @@ def prefix_case(helpers):
 def test_outputs_start_with_the_prefix_and_score_as_recomputation(tiny_model, helpers, prefix_case, method):
     sources, prefixes = prefix_case
     kwargs = {"beam_size": 3, "n_best": 2, "length_penalty": 0.6} if method == "beam" else {}
-    result = translate(tiny_model, sources, method=method, target_prefix_ids=prefixes, extra_decode_length=4,
-                       **kwargs)  # fmt: skip
+    settings = DecodingSettings(method=method, max_decode_length="x+4", **kwargs)
+    result = translate(tiny_model, sources, settings, target_prefix_ids=prefixes)
     helpers.check_output_convention(result.ids)
     for row, prefix in enumerate(([9, 12, 30], [17], [])):
         for k in range(result.ids.shape[1]):
@@ -210,7 +221,8 @@ def test_outputs_start_with_the_prefix_and_score_as_recomputation(tiny_model, he
 
 def test_sampling_keeps_the_prefix(tiny_model, helpers, prefix_case):
     sources, prefixes = prefix_case
-    ids, _ = sample_decode(tiny_model, sources, seed=4, target_prefix_ids=prefixes, extra_decode_length=4)
+    settings = DecodingSettings(method="sample", seed=4, max_decode_length="x+4")
+    ids, _ = sample_decode(tiny_model, sources, settings, target_prefix_ids=prefixes)
     assert helpers.strip(ids[0].numpy())[:3] == [9, 12, 30] and ids.numpy()[1, 0] == 17
 
 
@@ -219,12 +231,13 @@ def test_constraints_in_tf_function_and_xla_equal_eager(looping, method):
     # The table model compiles fast, so XLA is affordable here (the Transformer's modes: test_graph_modes.py).
     sources = np.array([[5, 6, 7, 2], [5, 6, 2, 0], [3, 2, 0, 0]], np.int32)
     prefixes = np.array([[7, 8], [3, 0], [0, 0]], np.int32)
-    kwargs = dict(no_repeat_ngram_size=2, max_decode_length_ratio=1.5, extra_decode_length=3)
+    kwargs = dict(no_repeat_ngram_size=2, max_decode_length="1.5x+3")
     if method == "beam":
         kwargs.update(beam_size=3, n_best=2)
+    settings = DecodingSettings(method=method, **kwargs)
 
     def decode(source, prefix, jit_compile=False):
-        return translate(looping, source, method=method, target_prefix_ids=prefix, jit_compile=jit_compile, **kwargs)
+        return translate(looping, source, settings, target_prefix_ids=prefix, jit_compile=jit_compile)
 
     eager = decode(sources, prefixes)
     traced = tf.function(decode, input_signature=UNKNOWN_SHAPE * 2)(tf.constant(sources), tf.constant(prefixes))

@@ -8,6 +8,7 @@ import tf_transformer as tft
 from tf_transformer.data import Tokenizer, synthetic_pairs, synthetic_translation_dataset
 from tf_transformer.decoding import beam_search, greedy_decode, score_ids, translate, translate_texts
 from tf_transformer.decoding.alignment import align_ids
+from tf_transformer.decoding.settings import EXTRA_DECODE_LENGTH, DecodingSettings
 from tf_transformer.training import synthetic_task_config
 
 HELD_OUT = 50
@@ -47,7 +48,7 @@ def exact_copies(ids, targets, helpers):
 def test_greedy_and_beam_search_copy_held_out_sequences(copy_model, held_out, helpers):
     sources, targets = held_out
     greedy_ids, greedy_scores = greedy_decode(copy_model, sources)
-    beam_ids, beam_scores = beam_search(copy_model, sources, beam_size=4, n_best=2)
+    beam_ids, beam_scores = beam_search(copy_model, sources, DecodingSettings(beam_size=4, n_best=2))
     # Exact copies of the 50 held-out sequences, measured for training seeds 0, 1, 2 on an AVX2-only CPU: 1.0 for
     # each, greedy and beam, with oneDNN (TF_ENABLE_ONEDNN_OPTS=1) and without. The bar leaves room for other CPUs.
     assert exact_copies(greedy_ids, targets, helpers) >= 0.9
@@ -69,9 +70,9 @@ def test_a_trained_models_beam_scores_are_score_ids_of_its_hypotheses(copy_model
     # The trained model ends its hypotheses with EOS of its own choice (the untrained one of test_scoring.py
     # reaches the length cap): length_penalty=0 makes beam search report raw log-probability sums.
     sources = held_out[0][:8]
-    ids, scores = beam_search(copy_model, sources, beam_size=4, n_best=3, length_penalty=0.0)
+    ids, scores = beam_search(copy_model, sources, DecodingSettings(beam_size=4, length_penalty=0.0, n_best=3))
     ids, scores = ids.numpy(), scores.numpy()
-    caps = np.minimum((sources != 0).sum(axis=1) + tft.rules.EXTRA_DECODE_LENGTH, copy_model.config.max_length)
+    caps = np.minimum((sources != 0).sum(axis=1) + EXTRA_DECODE_LENGTH, copy_model.config.max_length)
     lengths = np.array([[len(helpers.strip(row)) for row in hypotheses] for hypotheses in ids])
     assert np.all(lengths < caps[:, np.newaxis])  # every hypothesis chose its EOS before the cap
     result = score_ids(copy_model, np.repeat(sources, 3, axis=0), ids.reshape(8 * 3, -1))
@@ -89,7 +90,7 @@ def test_the_word_alignment_of_a_copy_is_the_identity(copy_model):
     # 4 to 8 pieces each, as in training; words of one, two and three pieces, in several orders.
     sentences = ["bad cab f", "a bb c dd", "ihgj f e", "ace bdf g", "hi ij a b c", "ab cd ef gh", "i h g f"]
     # Greedy search only (beam search's copies are the same): the alignment is of the output, whichever decoder.
-    results = translate_texts(copy_model, tokenizer, sentences, method="greedy", with_alignments=True)
+    results = translate_texts(copy_model, tokenizer, sentences, DecodingSettings(method="greedy"), with_alignments=True)
     for sentence, [(text, _, links)] in zip(sentences, results, strict=True):
         assert text == sentence
         assert links == [(i, i) for i in range(len(sentence.split()))], sentence

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_transformer.decoding import DecodableModel, _common, beam_search
+from tf_transformer.decoding import DecodableModel, DecodingSettings, beam_search, lengths, loop
 from tf_transformer.decoding.beam_search import BeamState
 from tf_transformer.layers.attention import (
     CrossAttentionCache,
@@ -25,8 +25,8 @@ def test_the_transformer_and_a_stand_in_satisfy_the_model_contract(tiny_model, h
 def test_init_cache_gives_typed_caches(one_layer_model, helpers, jit_compile):
     sources = tf.constant(helpers.make_sources([4, 2], seed=30))
     memory, _ = one_layer_model.encode(sources)
-    plan = _common.plan_lengths(one_layer_model.config, sources, None, 3)
-    (layer_cache,) = _common.init_decoding_cache(one_layer_model, memory, plan, jit_compile)
+    plan = lengths.plan_lengths(one_layer_model.config, sources, None, 3)
+    (layer_cache,) = loop.init_decoding_cache(one_layer_model, memory, plan, jit_compile)
     assert type(layer_cache["self"]) is (SelfAttentionBuffer if jit_compile else GrowingSelfAttentionCache)
     assert type(layer_cache["cross"]) is CrossAttentionCache
 
@@ -34,21 +34,21 @@ def test_init_cache_gives_typed_caches(one_layer_model, helpers, jit_compile):
 def test_tile_reorder_and_shape_invariants_follow_the_cache_types(one_layer_model, helpers):
     sources = tf.constant(helpers.make_sources([4, 2], seed=31))
     memory, _ = one_layer_model.encode(sources)
-    plan = _common.plan_lengths(one_layer_model.config, sources, None, 3)
+    plan = lengths.plan_lengths(one_layer_model.config, sources, None, 3)
     for jit_compile in (False, True):
-        cache = _common.init_decoding_cache(one_layer_model, memory, plan, jit_compile)
-        tiled = _common.tile_cache(cache, 3)
+        cache = loop.init_decoding_cache(one_layer_model, memory, plan, jit_compile)
+        tiled = loop.tile_cache(cache, 3)
         assert tiled[0]["cross"] is cache[0]["cross"]  # one row per sentence, shared by its hypotheses
         assert type(tiled[0]["self"]) is type(cache[0]["self"])
         for name, tensor in tiled[0]["self"].items():
             assert tensor.shape[0] == 6
             np.testing.assert_array_equal(tensor.numpy(), np.repeat(cache[0]["self"][name].numpy(), 3, axis=0))
         rows = tf.constant([5, 4, 3, 2, 1, 0])
-        reordered = _common.reorder_cache(tiled, rows)
+        reordered = loop.reorder_cache(tiled, rows)
         assert reordered[0]["cross"] is cache[0]["cross"]
         for name, tensor in reordered[0]["self"].items():
             np.testing.assert_array_equal(tensor.numpy(), tiled[0]["self"][name].numpy()[::-1])
-        invariants = _common.shape_invariants(tiled)
+        invariants = loop.shape_invariants(tiled)
         for name, shape in invariants[0]["self"].items():
             expected = tiled[0]["self"][name].shape
             assert shape.as_list() == (expected.as_list() if jit_compile else [6, expected[1], None, expected[3]])
@@ -58,10 +58,10 @@ def test_tile_reorder_and_shape_invariants_follow_the_cache_types(one_layer_mode
 
 def test_other_cache_tensors_are_per_hypothesis_state():
     cache = [{"self": {"state": tf.constant([1, 2])}, "cross": {"memory": tf.constant([[1.0], [2.0]])}}]
-    tiled = _common.tile_cache(cache, 2)
+    tiled = loop.tile_cache(cache, 2)
     np.testing.assert_array_equal(tiled[0]["self"]["state"].numpy(), [1, 1, 2, 2])
     np.testing.assert_array_equal(tiled[0]["cross"]["memory"].numpy(), [[1.0], [1.0], [2.0], [2.0]])
-    reordered = _common.reorder_cache(tiled, tf.constant([3, 0, 1, 2]))
+    reordered = loop.reorder_cache(tiled, tf.constant([3, 0, 1, 2]))
     np.testing.assert_array_equal(reordered[0]["self"]["state"].numpy(), [2, 1, 1, 2])
 
 
@@ -85,7 +85,7 @@ def test_cache_types_survive_a_graph_loop():
 
         initial = (tf.constant(0), cache)
         return tf.while_loop(
-            lambda index, _: index < 4, body, initial, shape_invariants=_common.shape_invariants(initial)
+            lambda index, _: index < 4, body, initial, shape_invariants=loop.shape_invariants(initial)
         )[1]
 
     result = grow(cache)
@@ -118,7 +118,11 @@ def test_the_beam_loop_reads_the_named_state(helpers):
     # A sentence stops once done (the state's last field): the same result with a batch-mate that runs on.
     logits = np.random.default_rng(4).normal(size=[6, 5, 7])
     model = helpers.TableModel(logits)
-    ids, scores = beam_search(model, np.array([[5, 2], [6, 2]]), beam_size=3, n_best=2, max_decode_length=6)
-    alone_ids, alone_scores = beam_search(model, np.array([[5, 2]]), beam_size=3, n_best=2, max_decode_length=6)
+    ids, scores = beam_search(
+        model, np.array([[5, 2], [6, 2]]), DecodingSettings(beam_size=3, n_best=2, max_decode_length=6)
+    )
+    alone_ids, alone_scores = beam_search(
+        model, np.array([[5, 2]]), DecodingSettings(beam_size=3, n_best=2, max_decode_length=6)
+    )
     np.testing.assert_array_equal(ids[:1], alone_ids)
     np.testing.assert_allclose(scores[:1], alone_scores)

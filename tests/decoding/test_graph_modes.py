@@ -6,12 +6,16 @@ import pytest
 import tensorflow as tf
 
 import tf_transformer as tft
-from tf_transformer.decoding import _common, beam_search, greedy_decode, sample_decode
+from tf_transformer.decoding import DecodingSettings, beam_search, greedy_decode, lengths, loop, sample_decode
 
 DECODERS = {
-    "greedy": lambda model, source, **kw: greedy_decode(model, source, extra_decode_length=3, **kw),
-    "beam": lambda model, source, **kw: beam_search(model, source, beam_size=3, n_best=2, extra_decode_length=3, **kw),
-    "sample": lambda model, source, **kw: sample_decode(model, source, top_k=10, seed=3, extra_decode_length=3, **kw),
+    "greedy": lambda model, source, **kw: greedy_decode(model, source, DecodingSettings(max_decode_length="x+3"), **kw),
+    "beam": lambda model, source, **kw: beam_search(
+        model, source, DecodingSettings(beam_size=3, n_best=2, max_decode_length="x+3"), **kw
+    ),
+    "sample": lambda model, source, **kw: sample_decode(
+        model, source, DecodingSettings(method="sample", top_k=10, seed=3, max_decode_length="x+3"), **kw
+    ),
 }
 UNKNOWN_SHAPE = [tf.TensorSpec([None, None], tf.int32)]
 
@@ -49,10 +53,8 @@ def test_the_decoders_grow_their_cache_except_for_xla(one_layer_model, helpers):
     # checks that both give the eager results; this one that each mode really gets its own cache.
     sources = helpers.make_sources([4, 2], seed=15)
     memory, _ = one_layer_model.encode(sources)
-    plan = _common.plan_lengths(one_layer_model.config, tf.constant(sources), None, 3)
-    names = {
-        jit: set(_common.init_decoding_cache(one_layer_model, memory, plan, jit)[0]["self"]) for jit in (False, True)
-    }
+    plan = lengths.plan_lengths(one_layer_model.config, tf.constant(sources), None, 3)
+    names = {jit: set(loop.init_decoding_cache(one_layer_model, memory, plan, jit)[0]["self"]) for jit in (False, True)}
     assert names == {False: {"past_key", "past_value"}, True: {"key", "value"}}
 
 

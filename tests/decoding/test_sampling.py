@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tf_transformer.decoding import greedy_decode, sample_decode
+from tf_transformer.decoding import DecodingSettings, greedy_decode, sample_decode
 
 # First-step probabilities of a table model: 0 pad (never emitted), 1 BOS, 2 EOS, 3..7 symbols.
 FIRST_STEP = np.array([1e-9, 0.05, 0.05, 0.35, 0.25, 0.15, 0.1, 0.05])
@@ -14,7 +14,7 @@ def first_token_frequencies(helpers, **kwargs):
     probabilities = np.tile(FIRST_STEP, (2, 1))
     model = helpers.TableModel(np.log(probabilities), max_length=2)
     sources = np.full((ROWS, 2), [5, 2], np.int32)
-    ids, scores = sample_decode(model, sources, max_decode_length=2, **kwargs)
+    ids, scores = sample_decode(model, sources, DecodingSettings(method="sample", max_decode_length=2, **kwargs))
     ids, scores = ids.numpy(), scores.numpy()
     # The scores are the model's own log-probabilities, whatever the temperature or filtering.
     expected = np.array([model.prefix_log_probs(helpers.strip(row)).sum() for row in ids[:50]])
@@ -59,12 +59,12 @@ def random_table_model():
 def test_same_seed_same_output_and_other_seeds_differ(helpers, random_table_model):
     model = helpers.TableModel(random_table_model, max_length=12)
     sources = helpers.make_sources([5, 3, 6, 4], seed=5)
-    ids, scores = sample_decode(model, sources, seed=42)
-    again_ids, again_scores = sample_decode(model, sources, seed=42)
+    ids, scores = sample_decode(model, sources, DecodingSettings(method="sample", seed=42))
+    again_ids, again_scores = sample_decode(model, sources, DecodingSettings(method="sample", seed=42))
     np.testing.assert_array_equal(ids, again_ids)
     np.testing.assert_array_equal(scores, again_scores)
     helpers.check_output_convention(ids)
-    assert not np.array_equal(ids, sample_decode(model, sources, seed=43)[0])
+    assert not np.array_equal(ids, sample_decode(model, sources, DecodingSettings(method="sample", seed=43))[0])
     assert not np.array_equal(sample_decode(model, sources)[0], sample_decode(model, sources)[0])  # fresh seeds
 
 
@@ -73,15 +73,19 @@ def test_the_greedy_limits_equal_greedy_search(helpers, random_table_model, sett
     model = helpers.TableModel(random_table_model, max_length=12)
     sources = helpers.make_sources([5, 3, 6, 4], seed=6)
     greedy_ids, greedy_scores = greedy_decode(model, sources)
-    ids, scores = sample_decode(model, sources, seed=7, **settings)
+    ids, scores = sample_decode(model, sources, DecodingSettings(method="sample", seed=7, **settings))
     np.testing.assert_array_equal(ids, greedy_ids)
     np.testing.assert_allclose(scores, greedy_scores, atol=1e-6)
 
 
 def test_sampling_a_real_model_is_reproducible_and_follows_the_output_convention(tiny_model, helpers):
     sources = helpers.make_sources([5, 3], seed=8)
-    ids, scores = sample_decode(tiny_model, sources, top_p=0.95, seed=9, extra_decode_length=3)
-    again_ids, _ = sample_decode(tiny_model, sources, top_p=0.95, seed=9, extra_decode_length=3)
+    ids, scores = sample_decode(
+        tiny_model, sources, DecodingSettings(method="sample", top_p=0.95, seed=9, max_decode_length="x+3")
+    )
+    again_ids, _ = sample_decode(
+        tiny_model, sources, DecodingSettings(method="sample", top_p=0.95, seed=9, max_decode_length="x+3")
+    )
     np.testing.assert_array_equal(ids, again_ids)
     helpers.check_output_convention(ids)
     for row, source in enumerate(sources):
@@ -101,4 +105,4 @@ def test_sampling_a_real_model_is_reproducible_and_follows_the_output_convention
 )
 def test_bad_settings_are_refused(tiny_model, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        sample_decode(tiny_model, np.array([[5, 2]], np.int32), **kwargs)
+        sample_decode(tiny_model, np.array([[5, 2]], np.int32), DecodingSettings(method="sample", **kwargs))

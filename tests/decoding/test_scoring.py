@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_transformer.decoding import beam_search, greedy_decode, sample_decode, score_ids
+from tf_transformer.decoding import DecodingSettings, beam_search, greedy_decode, sample_decode, score_ids
 from tf_transformer.decoding.scoring import PairScore, format_scores
 
 
@@ -21,9 +21,12 @@ def test_beam_search_scores_are_score_ids_of_its_hypotheses(tiny_model, helpers,
     # always and EOS before min_decode_length without renormalising; the scorer must agree either way.
     sources = helpers.make_sources([7, 5, 9], seed=3)
     ids, scores = beam_search(
-        tiny_model, sources, beam_size=4, n_best=3, length_penalty=0.0, max_decode_length=8,
-        min_decode_length=min_decode_length,
-    )  # fmt: skip
+        tiny_model,
+        sources,
+        DecodingSettings(
+            beam_size=4, length_penalty=0.0, n_best=3, min_decode_length=min_decode_length, max_decode_length=8
+        ),
+    )
     helpers.check_output_convention(ids)
     rows_source, rows_target = hypotheses_of(sources, ids)
     result = score_ids(tiny_model, rows_source, rows_target)
@@ -35,7 +38,9 @@ def test_beam_search_scores_are_score_ids_of_its_hypotheses(tiny_model, helpers,
 
 def test_with_a_length_penalty_beam_scores_are_score_ids_over_the_penalty(tiny_model, helpers):
     sources = helpers.make_sources([6, 8], seed=4)
-    ids, scores = beam_search(tiny_model, sources, beam_size=3, n_best=2, length_penalty=0.6, max_decode_length=7)
+    ids, scores = beam_search(
+        tiny_model, sources, DecodingSettings(beam_size=3, length_penalty=0.6, n_best=2, max_decode_length=7)
+    )
     rows_source, rows_target = hypotheses_of(sources, ids)
     result = score_ids(tiny_model, rows_source, rows_target)
     penalties = helpers.length_penalty(result.num_tokens.numpy(), 0.6)
@@ -44,11 +49,13 @@ def test_with_a_length_penalty_beam_scores_are_score_ids_over_the_penalty(tiny_m
 
 def test_greedy_and_sampling_scores_are_score_ids_of_their_outputs(tiny_model, helpers):
     sources = helpers.make_sources([4, 9, 6, 3], seed=5)
-    ids, scores = greedy_decode(tiny_model, sources, max_decode_length=10)
+    ids, scores = greedy_decode(tiny_model, sources, DecodingSettings(max_decode_length=10))
     result = score_ids(tiny_model, sources, ids)
     np.testing.assert_allclose(result.log_probs.numpy(), scores.numpy(), atol=1e-4)
     # Sampling reports the model's own log-probabilities, before temperature and top-k filtering.
-    sampled, sampled_scores = sample_decode(tiny_model, sources, temperature=1.5, top_k=5, seed=3, max_decode_length=10)
+    sampled, sampled_scores = sample_decode(
+        tiny_model, sources, DecodingSettings(method="sample", temperature=1.5, top_k=5, seed=3, max_decode_length=10)
+    )
     assert not np.array_equal(sampled.numpy(), ids.numpy())  # other outputs than greedy's
     result = score_ids(tiny_model, sources, sampled)
     np.testing.assert_allclose(result.log_probs.numpy(), sampled_scores.numpy(), atol=1e-4)

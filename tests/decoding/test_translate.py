@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 
 import tf_transformer.decoding as decoding
-from tf_transformer.decoding import DecodeResult, beam_search, greedy_decode, sample_decode, translate, trim_padding
+from tf_transformer.decoding import (
+    DecodeResult,
+    DecodingSettings,
+    beam_search,
+    greedy_decode,
+    sample_decode,
+    translate,
+    trim_padding,
+)
 
 
 def test_translate_dispatches_with_one_output_layout(helpers):
@@ -15,25 +23,27 @@ def test_translate_dispatches_with_one_output_layout(helpers):
     model = helpers.TableModel(rng.normal(size=(8, 97, 12)), max_length=8)
     sources = helpers.make_sources([4, 2, 3], seed=31)
 
-    result = translate(model, sources, beam_size=3, n_best=2)
+    result = translate(model, sources, DecodingSettings(beam_size=3, n_best=2))
     assert isinstance(result, DecodeResult)
-    ids, scores = beam_search(model, sources, beam_size=3, n_best=2)
+    ids, scores = beam_search(model, sources, DecodingSettings(beam_size=3, n_best=2))
     np.testing.assert_array_equal(result.ids, ids)
     np.testing.assert_array_equal(result.scores, scores)
 
     greedy_ids, greedy_scores = greedy_decode(model, sources)
-    result = translate(model, sources, method="greedy")
+    result = translate(model, sources, DecodingSettings(method="greedy"))
     assert result.ids.shape == (3, 1, greedy_ids.shape[-1]) and result.scores.shape == (3, 1)
     np.testing.assert_array_equal(result.ids[:, 0], greedy_ids)
     np.testing.assert_array_equal(result.scores[:, 0], greedy_scores)
 
     # beam_size=1 is greedy search; with alpha = 0 the scores are the greedy log-probability sums too.
-    result = translate(model, sources, beam_size=1, length_penalty=0.0)
+    result = translate(model, sources, DecodingSettings(beam_size=1, length_penalty=0.0))
     np.testing.assert_array_equal(result.ids[:, 0], greedy_ids)
     np.testing.assert_allclose(result.scores[:, 0], greedy_scores, rtol=1e-6)
 
-    result = translate(model, sources, method="sample", top_k=5, seed=3)
-    np.testing.assert_array_equal(result.ids[:, 0], sample_decode(model, sources, top_k=5, seed=3)[0])
+    result = translate(model, sources, DecodingSettings(method="sample", top_k=5, seed=3))
+    np.testing.assert_array_equal(
+        result.ids[:, 0], sample_decode(model, sources, DecodingSettings(method="sample", top_k=5, seed=3))[0]
+    )
 
 
 @pytest.mark.parametrize(
@@ -49,7 +59,7 @@ def test_translate_dispatches_with_one_output_layout(helpers):
 def test_translate_refuses_unclear_requests(helpers, kwargs, match):
     model = helpers.TableModel(np.zeros((4, 6)), max_length=4)
     with pytest.raises(ValueError, match=match):
-        translate(model, np.array([[5, 2]]), **kwargs)
+        translate(model, np.array([[5, 2]]), DecodingSettings(**kwargs))
 
 
 def test_trim_padding_drops_only_all_zero_columns():

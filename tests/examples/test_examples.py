@@ -12,6 +12,7 @@ import keras
 import pytest
 
 import tf_transformer as tft
+from tf_transformer.decoding import DecodingSettings
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -41,7 +42,9 @@ def test_train_with_fit_lowers_the_loss_on_multi30k_and_translates(multi30k_dir,
     # The saved model.keras loads without custom_objects and translates exactly as the trained model did.
     reloaded = keras.models.load_model(tmp_path / "model.keras")
     tokenizer = tft.data.Tokenizer.from_directory(tmp_path / "vocab")
-    [[(translation, score)]] = tft.decoding.translate_texts(reloaded, tokenizer, [summary["sentence"]], method="greedy")
+    [[(translation, score)]] = tft.decoding.translate_texts(
+        reloaded, tokenizer, [summary["sentence"]], DecodingSettings(method="greedy")
+    )
     assert translation == summary["translation"] and score == pytest.approx(summary["score"], abs=1e-4), summary
     assert (tmp_path / "model.keras").is_file() and not (tmp_path / ".model.keras.tmp.keras").exists()
     assert json.loads((tmp_path / "config.json").read_text())["vocab_size"] <= 400

@@ -7,6 +7,7 @@ subprocess), so subprocesses are started as `Job`s and waited for later: the exp
 traces the in-process translators, and the fresh-process checks run while this process tests the export.
 """
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -18,8 +19,8 @@ import pytest
 import tensorflow as tf
 
 from tf_transformer.checkpoints import load_translation_model
+from tf_transformer.decoding.settings import COMMAND_DEFAULTS
 from tf_transformer.decoding.text import TextTranslator
-from tf_transformer.decoding_settings import DEFAULTS, guard_arguments
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -31,9 +32,9 @@ MODEL_FLAGS = [
     "--override=dropout=0.0",
 ]  # fmt: skip
 DECODING = dict(beam_size=3, length_penalty=0.6)
-# What tools/export.py adds without flags: the loop guards of decoding_settings.DEFAULTS (no_repeat_ngram_size,
-# max_decode_length), as decoder arguments, for the in-process translators the export must equal.
-GUARDS = guard_arguments(DEFAULTS)
+# What tools/export.py decodes with: DECODING and, without flags, the loop guards of COMMAND_DEFAULTS
+# (no_repeat_ngram_size, max_decode_length), for the in-process translators the export must equal.
+SETTINGS = dataclasses.replace(COMMAND_DEFAULTS, **DECODING)
 N_BEST = 2
 MODEL_NAME = "multi30k"
 TOOL_BATCH_TOKENS = 60  # several batches for the 9 test sentences
@@ -160,13 +161,13 @@ def trained(model_dir):
 def translator(trained):
     """The in-process path the export must match: TextTranslator with the export's settings (traced now)."""
     model, tokenizer, _ = trained
-    return TextTranslator(model, tokenizer, **DECODING, **GUARDS)
+    return TextTranslator(model, tokenizer, SETTINGS)
 
 
 @pytest.fixture(scope="session")
 def n_best_translator(trained):
     model, tokenizer, _ = trained
-    return TextTranslator(model, tokenizer, n_best=N_BEST, **DECODING, **GUARDS)
+    return TextTranslator(model, tokenizer, dataclasses.replace(SETTINGS, n_best=N_BEST))
 
 
 @pytest.fixture(scope="session")

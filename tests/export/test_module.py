@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 import tf_transformer as tft
+from tf_transformer.decoding import DecodingSettings
 from tf_transformer.export import (
     EXPORT_CONFIG_FILE,
     WARMUP_FILE,
@@ -164,7 +165,7 @@ def test_an_existing_version_is_never_overwritten_and_bad_arguments_write_nothin
     with pytest.raises(FileNotFoundError, match="model_dir: .*missing is not a folder"):
         export_saved_model(tmp_path / "missing", tmp_path / "exports")
     with pytest.raises(ValueError, match=r"n_best: must be an int in \[1, beam_size=2\], got 3.*Fix"):
-        export_saved_model(model_dir, export_dir, beam_size=2, n_best=3)
+        export_saved_model(model_dir, export_dir, DecodingSettings(beam_size=2, n_best=3))
     with pytest.raises(ValueError, match="version: must be an integer >= 0"):
         export_saved_model(model_dir, export_dir, version=-1)
     with pytest.raises(ValueError, match="is itself a SavedModel.*Fix: pass its parent"):

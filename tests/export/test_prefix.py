@@ -49,7 +49,8 @@ def test_the_saved_model_translator_takes_prefixes_and_the_export_records_its_gu
     with pytest.raises(ValueError, match="target_prefixes: 2 prefixes for 9 sentences"):
         translator(sentences, target_prefixes=prefixes[:2])
     written = json.loads((export_path / "assets" / EXPORT_CONFIG_FILE).read_text())
-    # tools/export.py without flags: decoding_settings.DEFAULTS' guards (no repeated 4-gram, 1.5x+10).
-    assert {key: written[key] for key in ("no_repeat_ngram_size", "max_decode_length_ratio", "extra_decode_length")} \
-        == {"no_repeat_ngram_size": 4, "max_decode_length_ratio": 1.5, "extra_decode_length": 10}
+    # tools/export.py without flags: decoding.settings.COMMAND_DEFAULTS' guards (no repeated 4-gram, 1.5x+10).
+    assert {
+        key: written[key] for key in ("no_repeat_ngram_size", "max_decode_length_ratio", "extra_decode_length")
+    } == {"no_repeat_ngram_size": 4, "max_decode_length_ratio": 1.5, "extra_decode_length": 10}
     assert "translate_with_prefix" in written["signatures"]

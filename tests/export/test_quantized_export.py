@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from tf_transformer.checkpoints import load_translation_model
+from tf_transformer.decoding import DecodingSettings
 from tf_transformer.decoding.text import TextTranslator
 from tf_transformer.export import EXPORT_CONFIG_FILE
 from tf_transformer.quantization import quantize_model
@@ -80,12 +81,13 @@ def test_the_int8_graph_uses_only_tensorflow_core_and_tensorflow_text_ops(int8_e
 def test_the_int8_export_translates_as_the_in_process_int8_model(int8_export, sentences, settings):
     path, model, tokenizer = int8_export
     written = json.loads((path / "assets" / EXPORT_CONFIG_FILE).read_text())
-    # The export's decoding settings as TextTranslator arguments (those it records beside the decoder's own).
-    decoder_settings = {
-        key: value for key, value in written.items() if key in TextTranslator.__init__.__code__.co_varnames
-    }
-    decoder_settings.pop("n_best", None)
-    expected = TextTranslator(model, tokenizer, **decoder_settings)(sentences)
+    # The export's decoding settings, from what export_config.json records (the length cap as parsed).
+    cap = written["max_decode_length"] or f"{written['max_decode_length_ratio']}x+{written['extra_decode_length']}"
+    decoding = DecodingSettings(
+        beam_size=written["beam_size"], length_penalty=written["length_penalty"], max_decode_length=cap,
+        no_repeat_ngram_size=written["no_repeat_ngram_size"], min_decode_length=written["min_decode_length"],
+    )  # fmt: skip
+    expected = TextTranslator(model, tokenizer, decoding)(sentences)
     result = tf.saved_model.load(str(path)).signatures["serving_default"](inputs=tf.constant(sentences))
     assert [text.decode("utf-8") for text in result["outputs"].numpy()] == [h[0][0] for h in expected]
     np.testing.assert_allclose(result["scores"].numpy(), [h[0][1] for h in expected], rtol=1e-6, atol=1e-6)

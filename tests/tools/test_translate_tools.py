@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+from tf_transformer.decoding import DecodingSettings
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "tools"
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -98,7 +100,9 @@ def test_translate_reads_stdin_keeps_the_lines_and_matches_translate_texts(model
     from tf_transformer.decoding.text import translate_texts
 
     model, tokenizer, _ = load_translation_model(model_dir, checkpoint=averaged)
-    in_process = translate_texts(model, tokenizer, sources, max_decode_length=8, no_repeat_ngram_size=4)  # the default
+    in_process = translate_texts(
+        model, tokenizer, sources, DecodingSettings(no_repeat_ngram_size=4, max_decode_length=8)
+    )  # the default
     assert [hypotheses[0][0] for hypotheses in in_process] == lines
 
 
@@ -160,7 +164,9 @@ def test_translate_texts_traces_once_and_keeps_the_input_order(model_dir, source
     from tf_transformer.decoding.text import TextTranslator
 
     model, tokenizer, config = load_translation_model(model_dir)
-    translator = TextTranslator(model, tokenizer, method="greedy", batch_tokens=200, max_decode_length=6)
+    translator = TextTranslator(
+        model, tokenizer, DecodingSettings(method="greedy", max_decode_length=6), batch_tokens=200
+    )
     sentences = sources + [" ".join(["A dog runs across the green field."] * 30)]
     too_long = sum(len(ids) > config.max_length - 1 for ids in tokenizer.tokenize(sentences).to_list())
     assert too_long >= 1
@@ -197,9 +203,9 @@ def translated_in_process(model_dir, sources, **settings):
     from tf_transformer.checkpoints import load_translation_model
     from tf_transformer.decoding.text import format_results, translate_texts
 
-    model, tokenizer, _ = load_translation_model(model_dir, average_last=settings.pop("average_last"))
-    results = translate_texts(model, tokenizer, sources, n_best=2, max_decode_length=8, no_repeat_ngram_size=4,
-                              **settings)  # fmt: skip
+    decoding = DecodingSettings(n_best=2, no_repeat_ngram_size=4, max_decode_length=8, **settings)
+    model, tokenizer, _ = load_translation_model(model_dir, average_last=decoding.average_last)
+    results = translate_texts(model, tokenizer, sources, decoding)
     return "".join(line + "\n" for line in format_results(results, scored=True))
 
 
@@ -282,7 +288,7 @@ def test_score_writes_a_line_per_pair_and_ranks_the_models_own_translation_first
 
     # tuned's decoding.json asks for the average of the last 2 checkpoints: tft-score takes it too.
     model, tokenizer, _ = load_translation_model(tuned, average_last=2)
-    translations = translate_texts(model, tokenizer, sources, length_penalty=0.0, max_decode_length=8)
+    translations = translate_texts(model, tokenizer, sources, DecodingSettings(length_penalty=0.0, max_decode_length=8))
     own = [hypotheses[0][0] for hypotheses in translations]
     real = [i for i, sentence in enumerate(sources) if sentence.strip()]  # validation sentences 0 to 5
     # Each real sentence again, with the human translation of the next one. (Another sentence's translation
@@ -377,8 +383,13 @@ def test_translate_with_target_prefixes_and_the_guards_as_flags(model_dir, sourc
     from tf_transformer.decoding.text import translate_texts
 
     model, tokenizer, _ = load_translation_model(model_dir)
-    in_process = translate_texts(model, tokenizer, sources, target_prefixes=prefixes, no_repeat_ngram_size=2,
-                                 max_decode_length_ratio=0.5, extra_decode_length=6)  # fmt: skip
+    in_process = translate_texts(
+        model,
+        tokenizer,
+        sources,
+        DecodingSettings(no_repeat_ngram_size=2, max_decode_length="0.5x+6"),
+        target_prefixes=prefixes,
+    )
     assert [hypotheses[0][0] for hypotheses in in_process] == lines
 
     # One clear line for a prefix file of another length and for a bad --max_decode_length.

@@ -13,6 +13,7 @@ import tf_transformer as tft
 from tf_transformer.checkpoints import load_translation_model, resolve_checkpoint
 from tf_transformer.config import ConfigError
 from tf_transformer.data import DataConfig
+from tf_transformer.decoding import DecodingSettings
 from tf_transformer.decoding.text import TextTranslator
 from tf_transformer.export import export_saved_model
 from tf_transformer.training import TrainConfig, train
@@ -78,7 +79,7 @@ def test_logged_scores_are_sacrebleus_scores_of_the_models_translations(trained,
     model, tokenizer, _ = load_translation_model(model_dir, model_dir / "checkpoints" / "ckpt-4")
     sources = small_corpus["valid_en"].read_text(encoding="utf-8").splitlines()[:SENTENCES]
     references = small_corpus["valid_de"].read_text(encoding="utf-8").splitlines()[:SENTENCES]
-    hypotheses = [best[0][0] for best in TextTranslator(model, tokenizer, method="greedy")(sources)]
+    hypotheses = [best[0][0] for best in TextTranslator(model, tokenizer, DecodingSettings(method="greedy"))(sources)]
     assert any(hypotheses)
     expected = {
         "validation/bleu": sacrebleu.corpus_bleu(hypotheses, [references]).score,
@@ -113,7 +114,7 @@ def test_checkpoint_best_loads_the_weights_of_the_best_step(trained):
 def test_export_of_the_best_checkpoint_records_it(trained, tmp_path):
     model_dir, _ = trained
     step = json.loads((model_dir / "best" / "best.json").read_text())["step"]
-    version = export_saved_model(model_dir, tmp_path / "export", checkpoint="best", beam_size=1)
+    version = export_saved_model(model_dir, tmp_path / "export", DecodingSettings(beam_size=1), checkpoint="best")
     recorded = json.loads((pathlib.Path(version) / "assets" / "export_config.json").read_text())
     assert recorded["checkpoint"] == str(model_dir / "best" / f"ckpt-{step}")
 

@@ -10,7 +10,7 @@ import logging
 from absl import flags
 
 from tf_transformer.cli import check_weights_flags
-from tf_transformer.decoding_settings import DEFAULTS, METHODS, describe, guard_arguments, resolve_settings
+from tf_transformer.decoding.settings import DEFAULTS, METHODS, DecodingSettings, command_settings, describe
 from tf_transformer.quantization import MODES as QUANTIZE_MODES
 
 CHECKPOINT = flags.DEFINE_string("checkpoint", None, "A checkpoint path prefix, or best (default: the latest).")
@@ -18,14 +18,17 @@ AVERAGE_LAST = flags.DEFINE_integer(
     "average_last", None, "Average the last N checkpoints in memory (default: decoding.json's average_last, if any)."
 )
 BEAM_SIZE = flags.DEFINE_integer(
-    "beam_size", DEFAULTS["beam_size"], "Beam width (default: decoding.json's, else the paper's 4)."
-)
+    "beam_size", DEFAULTS["beam_size"],
+    f"Beam width (default: decoding.json's, else the paper's {DEFAULTS['beam_size']}).",
+)  # fmt: skip
 LENGTH_PENALTY = flags.DEFINE_float(
-    "length_penalty", DEFAULTS["length_penalty"], "Length penalty alpha (default: decoding.json's, else 0.6)."
-)
+    "length_penalty", DEFAULTS["length_penalty"],
+    f"Length penalty alpha (default: decoding.json's, else {DEFAULTS['length_penalty']}).",
+)  # fmt: skip
 METHOD = flags.DEFINE_enum(
-    "method", DEFAULTS["method"], list(METHODS), "Decoding method (default: decoding.json's, else beam)."
-)
+    "method", DEFAULTS["method"],
+    list(METHODS), f"Decoding method (default: decoding.json's, else {DEFAULTS['method']}).",
+)  # fmt: skip
 BATCH_TOKENS = flags.DEFINE_integer("batch_tokens", 4096, "Source tokens per batch (padding included).")
 QUANTIZE = flags.DEFINE_enum(
     "quantize", "none", list(QUANTIZE_MODES),
@@ -34,11 +37,12 @@ QUANTIZE = flags.DEFINE_enum(
 MAX_DECODE_LENGTH = flags.DEFINE_string(
     "max_decode_length", DEFAULTS["max_decode_length"],
     "Most output tokens a sentence: N, or Ax+B for A times its source length (in pieces, EOS included) plus B, "
-    "e.g. 1.5x+10 (default: decoding.json's, else 1.5x+10; the paper's: x+50).",
+    f"e.g. 1.5x+10 (default: decoding.json's, else {DEFAULTS['max_decode_length']}; the paper's: x+50).",
 )  # fmt: skip
 NO_REPEAT_NGRAM_SIZE = flags.DEFINE_integer(
     "no_repeat_ngram_size", DEFAULTS["no_repeat_ngram_size"],
-    "Forbid any repeated N-gram of output pieces; 0: off (default: decoding.json's, else 4).",
+    f"Forbid any repeated N-gram of output pieces; 0: off (default: decoding.json's, else "
+    f"{DEFAULTS['no_repeat_ngram_size']}).",
 )  # fmt: skip
 # Flag -> decoding.json key.
 _SETTING_FLAGS = {
@@ -52,33 +56,22 @@ def check_checkpoint_flags() -> None:
     check_weights_flags(CHECKPOINT.value, AVERAGE_LAST.value)
 
 
-def settings(model_dir: str) -> dict:
-    """The decoding settings for `model_dir` (flags given, else its decoding.json, else the defaults), logged
-    in one line that says where each came from."""
+def settings(model_dir: str, **others) -> DecodingSettings:
+    """The checked decoding settings for `model_dir` (flags given, else its decoding.json, else the defaults),
+    with `others` (settings only flags give, e.g. n_best), logged in one line that says where each came from.
+    Reads decoding.json, not the model: a bad flag stops the command before anything heavy runs."""
     check_checkpoint_flags()
     given = {name: flag.value for name, flag in _SETTING_FLAGS.items() if flags.FLAGS[flag.name].present}
-    values, sources = resolve_settings(given, model_dir, checkpoint_given=CHECKPOINT.value is not None)
-    logging.getLogger("tf_transformer").info(describe(values, sources))
-    return values
+    value, sources = command_settings(given, model_dir, checkpoint_given=CHECKPOINT.value is not None, **others)
+    logging.getLogger("tf_transformer").info(describe(value.json_settings(), sources))
+    return value
 
 
-def load_model(model_dir: str, decoding: dict):
+def load_model(model_dir: str, decoding: DecodingSettings):
     """`(model, tokenizer, config)` of `model_dir` with the weights the checkpoint flags (or `decoding`'s
     average_last, from `settings`) choose, quantized as --quantize says."""
     from tf_transformer.checkpoints import load_translation_model  # heavy: only when a model is used
     from tf_transformer.quantization import quantize_model
 
-    loaded = load_translation_model(model_dir, CHECKPOINT.value, average_last=decoding["average_last"])
+    loaded = load_translation_model(model_dir, CHECKPOINT.value, average_last=decoding.average_last)
     return (quantize_model(loaded[0], QUANTIZE.value),) + tuple(loaded[1:])
-
-
-def decoding_arguments(decoding: dict) -> dict:
-    """The keyword arguments of `tf_transformer.decoding.text.translate_texts` that the flags and `decoding`
-    (from `settings`) set."""
-    return {
-        "beam_size": decoding["beam_size"],
-        "length_penalty": decoding["length_penalty"],
-        "method": decoding["method"],
-        "batch_tokens": BATCH_TOKENS.value,
-        **guard_arguments(decoding),
-    }

@@ -15,9 +15,9 @@ Prints {"bleu", "bleu_signature", "chrf", "chrf_signature", "tok_lower_bleu", "s
     tft-evaluate --model_dir=runs/multi30k --tune_on=val
 
 With --tune_on=val (and --model_dir only) it instead translates the model directory's validation split once per
-length penalty of --tune_length_penalties (e.g. 0.6,1.0,1.5; beam search; the weights and beam size as above),
+length penalty of --tune_length_penalties (e.g. 1.0,1.5,2.0; beam search; the weights and beam size as above),
 writes the one with the best BLEU into MODEL_DIR/decoding.json (the other settings kept) and prints the BLEU of
-each as JSON (`tf_transformer.tuning.tune_length_penalty`).
+each as JSON (`tf_transformer.decoding.tuning.tune_length_penalty`).
 """
 
 import json
@@ -27,6 +27,7 @@ from absl import flags
 
 from tf_transformer.cli import _decoding_flags as decoding_flags
 from tf_transformer.cli import exit_on, run_binary
+from tf_transformer.decoding.settings import TUNED_LENGTH_PENALTIES
 
 _REFERENCES = flags.DEFINE_string("references", None, "Reference translations, one a line (needed but with --tune_on).")
 _HYPOTHESES = flags.DEFINE_string("hypotheses", None, "Translations to score, aligned with --references.")
@@ -36,8 +37,9 @@ _TUNE_ON = flags.DEFINE_enum(
     "tune_on", None, ["val"], "Choose the length penalty on the validation split and write it into decoding.json."
 )
 _TUNE_LENGTH_PENALTIES = flags.DEFINE_list(
-    "tune_length_penalties", "0.0,0.3,0.6,0.9,1.2,1.5,2.0", "The length penalties --tune_on tries (ties: the first)."
-)
+    "tune_length_penalties", ",".join(map(str, TUNED_LENGTH_PENALTIES)),
+    "The length penalties --tune_on tries (ties: the first).",
+)  # fmt: skip
 
 
 def read_file(path, flag):
@@ -47,21 +49,19 @@ def read_file(path, flag):
     return list(read_lines(path))
 
 
-def translate_sources():
-    # Imported here: scoring a file of hypotheses needs no model.
+def translate_sources(decoding):
+    # Imported here: scoring a file of hypotheses needs no model, and a bad flag no TensorFlow.
     from tf_transformer.decoding.text import translate_texts
 
     sources = read_file(_SOURCES.value, "--sources")
-    decoding = decoding_flags.settings(_MODEL_DIR.value)
     model, tokenizer, _ = decoding_flags.load_model(_MODEL_DIR.value, decoding)
-    results = translate_texts(model, tokenizer, sources, **decoding_flags.decoding_arguments(decoding))
+    results = translate_texts(model, tokenizer, sources, decoding, batch_tokens=decoding_flags.BATCH_TOKENS.value)
     return [hypotheses[0][0] for hypotheses in results]
 
 
 def tune():
     """--tune_on=val: the length penalty with the best validation BLEU, written into decoding.json."""
-    from tf_transformer.decoding_settings import guard_arguments
-    from tf_transformer.tuning import tune_length_penalty
+    from tf_transformer.decoding.tuning import tune_length_penalty
 
     if _MODEL_DIR.value is None or any(flag.value is not None for flag in (_REFERENCES, _HYPOTHESES, _SOURCES)):
         raise ValueError("--tune_on: give --model_dir and neither --references, --hypotheses nor --sources.")
@@ -73,14 +73,13 @@ def tune():
         penalties = [float(value) for value in _TUNE_LENGTH_PENALTIES.value]
     except ValueError:
         raise ValueError(
-            "--tune_length_penalties: expected numbers such as 0.6,1.0,1.5, got "
+            "--tune_length_penalties: expected numbers such as 1.0,1.5,2.0, got "
             f"{','.join(_TUNE_LENGTH_PENALTIES.value)!r}."
         ) from None
-    decoding = decoding_flags.settings(_MODEL_DIR.value)
+    decoding = decoding_flags.settings(_MODEL_DIR.value, method="beam")
     return tune_length_penalty(
-        _MODEL_DIR.value, penalties, checkpoint=decoding_flags.CHECKPOINT.value, average_last=decoding["average_last"],
-        beam_size=decoding["beam_size"], batch_tokens=decoding_flags.BATCH_TOKENS.value,
-        **guard_arguments(decoding),
+        _MODEL_DIR.value, penalties, decoding, checkpoint=decoding_flags.CHECKPOINT.value,
+        batch_tokens=decoding_flags.BATCH_TOKENS.value,
     )  # fmt: skip
 
 
@@ -100,8 +99,10 @@ def main(argv):
             )
         if with_model and (_MODEL_DIR.value is None or _SOURCES.value is None):
             raise ValueError("--model_dir and --sources go together: pass both.")
+        # The decoding flags checked before any file or model is read.
+        decoding = decoding_flags.settings(_MODEL_DIR.value) if with_model else None
         references = read_file(_REFERENCES.value, "--references")
-        hypotheses = read_file(_HYPOTHESES.value, "--hypotheses") if not with_model else translate_sources()
+        hypotheses = read_file(_HYPOTHESES.value, "--hypotheses") if not with_model else translate_sources(decoding)
         from tf_transformer.evaluation import score_translations
 
         scores = score_translations(hypotheses, references)

@@ -6,15 +6,16 @@
 Writes --export_dir/<version>/ (the next version number when --version is not given; an existing version is
 never overwritten) and prints its path. The SavedModel has the signatures serving_default (inputs: string
 [batch] -> outputs: string [batch], scores: float32 [batch]), translate_nbest and translate_ids; the
-tokenizer and beam search run inside the graph. The decoding settings are fixed in the export and recorded in
-its assets/export_config.json: --beam_size, --length_penalty, --average_last, --no_repeat_ngram_size and
---max_decode_length default to the model directory's decoding.json (as in tft-translate; average_last only
-without --checkpoint), else to beam 4, length penalty 0.6, the latest checkpoint, no repeated 4-gram and
-1.5x+10; one log line says which were used and where each came from. The signature translate_with_prefix
-(inputs, target_prefixes) forces each translation's start (tft-translate --saved_model --target_prefix).
-The export is beam search whatever decoding.json's method. The work is `tf_transformer.export.export_saved_model`.
---quantize=int8 stores the matrices as int8 (a smaller export; `tf_transformer.quantization`), recorded in
-export_config.json as "quantize".
+tokenizer and beam search run inside the graph. The decoding settings are fixed in the export and recorded in its
+assets/export_config.json: --beam_size, --length_penalty, --average_last, --no_repeat_ngram_size and
+--max_decode_length default to the model directory's decoding.json (as in tft-translate; average_last only without
+--checkpoint), else to the flags' defaults below (the paper's beam size and length penalty, the latest checkpoint,
+no repeated 4-gram, 1.5x+10); one log line says which were used and where each came from. The signature
+translate_with_prefix (inputs, target_prefixes) forces each translation's start (tft-translate --saved_model
+--target_prefix). The export is beam search whatever decoding.json's method. The work is
+`tf_transformer.export.export_saved_model`. --quantize=int8 stores the matrices as int8 (a smaller export;
+`tf_transformer.quantization`), recorded in export_config.json as "quantize". A bad setting stops the command before
+the model is read.
 """
 
 import logging as pylogging
@@ -22,7 +23,7 @@ import logging as pylogging
 from absl import flags
 
 from tf_transformer.cli import check_weights_flags, exit_on, run_binary
-from tf_transformer.decoding_settings import DEFAULTS, describe, guard_arguments, resolve_settings
+from tf_transformer.decoding.settings import DEFAULTS, DecodingSettings, describe, resolve_settings
 from tf_transformer.quantization import MODES as QUANTIZE_MODES
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.", required=True)
@@ -35,11 +36,13 @@ _AVERAGE_LAST = flags.DEFINE_integer(
     "average_last", None, "Export the average of the last N checkpoints (default: decoding.json's, if any)."
 )
 _BEAM_SIZE = flags.DEFINE_integer(
-    "beam_size", DEFAULTS["beam_size"], "Beam width (default: decoding.json's, else the paper's 4)."
-)
+    "beam_size", DEFAULTS["beam_size"],
+    f"Beam width (default: decoding.json's, else the paper's {DEFAULTS['beam_size']}).",
+)  # fmt: skip
 _LENGTH_PENALTY = flags.DEFINE_float(
-    "length_penalty", DEFAULTS["length_penalty"], "Length penalty alpha (default: decoding.json's, else 0.6)."
-)
+    "length_penalty", DEFAULTS["length_penalty"],
+    f"Length penalty alpha (default: decoding.json's, else {DEFAULTS['length_penalty']}).",
+)  # fmt: skip
 _N_BEST = flags.DEFINE_integer("n_best", None, "Translations translate_nbest returns (default: --beam_size).")
 _QUANTIZE = flags.DEFINE_enum(
     "quantize", "none", list(QUANTIZE_MODES), "int8: export int8 weights (weight-only, per channel; a smaller export)."
@@ -47,30 +50,33 @@ _QUANTIZE = flags.DEFINE_enum(
 _MAX_DECODE_LENGTH = flags.DEFINE_string(
     "max_decode_length", DEFAULTS["max_decode_length"],
     "Most output tokens a sentence: N, or Ax+B for A times its source length plus B (default: decoding.json's, "
-    "else 1.5x+10; the paper's: x+50).",
+    f"else {DEFAULTS['max_decode_length']}; the paper's: x+50).",
 )  # fmt: skip
 _NO_REPEAT_NGRAM_SIZE = flags.DEFINE_integer(
     "no_repeat_ngram_size", DEFAULTS["no_repeat_ngram_size"],
-    "Forbid any repeated N-gram of output pieces; 0: off (default: decoding.json's, else 4).",
+    f"Forbid any repeated N-gram of output pieces; 0: off (default: decoding.json's, else "
+    f"{DEFAULTS['no_repeat_ngram_size']}).",
 )  # fmt: skip
 
 
 def main(argv):
     del argv
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
-    from tf_transformer.export import export_saved_model  # not at the top: --help needs no TensorFlow
-
     with exit_on(FileNotFoundError, FileExistsError, ValueError):  # ConfigError and DataError are ValueErrors
         check_weights_flags(_CHECKPOINT.value, _AVERAGE_LAST.value)
+        # Checked before TensorFlow starts and the model is read.
         setting_flags = (_BEAM_SIZE, _LENGTH_PENALTY, _AVERAGE_LAST, _NO_REPEAT_NGRAM_SIZE, _MAX_DECODE_LENGTH)
         given = {flag.name: flag.value for flag in setting_flags if flag.present}
         decoding, sources = resolve_settings(given, _MODEL_DIR.value, checkpoint_given=_CHECKPOINT.value is not None)
         del decoding["method"], sources["method"]  # an export is beam search
         pylogging.getLogger("tf_transformer").info(describe(decoding, sources))
+        n_best = decoding["beam_size"] if _N_BEST.value is None else _N_BEST.value
+        settings = DecodingSettings(**decoding, n_best=n_best)
+        from tf_transformer.export import export_saved_model  # not at the top: --help needs no TensorFlow
+
         path = export_saved_model(
-            _MODEL_DIR.value, _EXPORT_DIR.value, version=_VERSION.value, checkpoint=_CHECKPOINT.value,
-            average_last=decoding["average_last"], beam_size=decoding["beam_size"], quantize=_QUANTIZE.value,
-            length_penalty=decoding["length_penalty"], n_best=_N_BEST.value, **guard_arguments(decoding),
+            _MODEL_DIR.value, _EXPORT_DIR.value, settings, version=_VERSION.value, checkpoint=_CHECKPOINT.value,
+            quantize=_QUANTIZE.value,
         )  # fmt: skip
     print(path)
 

@@ -21,7 +21,6 @@ from absl import flags
 
 from tf_transformer.cli import _decoding_flags as decoding_flags
 from tf_transformer.cli import exit_on, run_binary
-from tf_transformer.decoding_settings import guard_arguments
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.", required=True)
 _SENTENCE = flags.DEFINE_string("sentence", None, "The source sentence.", required=True)
@@ -47,20 +46,19 @@ def indexes(flag):
 def main(argv):
     del argv
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
-    # Imported here, not at the top: --help must not import TensorFlow.
-    from tf_transformer.visualization import write_attention_plots
-
     with exit_on(ImportError, FileNotFoundError, ValueError):  # ImportError: matplotlib is missing
         layers, heads = indexes(_LAYERS), indexes(_HEADS)
-        decoding = decoding_flags.settings(_MODEL_DIR.value)
+        decoding = decoding_flags.settings(_MODEL_DIR.value)  # checked before TensorFlow starts
+        # Imported here, not at the top: --help must not import TensorFlow.
+        from tf_transformer.visualization import write_attention_plots
+
         model, tokenizer, _ = decoding_flags.load_model(_MODEL_DIR.value, decoding)
         summary = write_attention_plots(
-            model, tokenizer, _SENTENCE.value, _OUTPUT_DIR.value, _TARGET.value, layers=layers, heads=heads,
-            method=decoding["method"], beam_size=decoding["beam_size"], length_penalty=decoding["length_penalty"],
-            positions=_POSITIONS.value, dpi=_DPI.value, **guard_arguments(decoding),
+            model, tokenizer, _SENTENCE.value, _OUTPUT_DIR.value, _TARGET.value, decoding, layers=layers, heads=heads,
+            positions=_POSITIONS.value, dpi=_DPI.value,
         )  # fmt: skip
     if _TARGET.value is None:
-        summary["decoding"] = decoding
+        summary["decoding"] = decoding.json_settings()
     print(json.dumps(summary, indent=2, ensure_ascii=False))
 
 

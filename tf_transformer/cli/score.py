@@ -27,7 +27,7 @@ import logging as pylogging
 from absl import flags
 
 from tf_transformer.cli import check_weights_flags, exit_on, progress_bar, run_binary, write_output
-from tf_transformer.decoding_settings import resolve_settings
+from tf_transformer.decoding.settings import resolve_settings
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.", required=True)
 _SOURCES = flags.DEFINE_string("sources", None, "Source sentences, one a line, plain or gzip.", required=True)

@@ -23,7 +23,7 @@ average the last N checkpoints on the fly (nothing is written). Decoding happens
 
 Settings: --beam_size, --length_penalty, --method, --average_last, --no_repeat_ngram_size and
 --max_decode_length default to MODEL_DIR/decoding.json (written by tft-train from the model config; edit it to
-change them), else to the paper's beam 4, length penalty 0.6, no averaging, and the loop guards: no repeated
+change them), else to the paper's beam size and length penalty, no averaging, and the loop guards: no repeated
 4-gram of pieces and at most 1.5 x the source length + 10 tokens (--max_decode_length=1.5x+10; an int N caps
 at N tokens, x+50 is the paper's rule); a flag given wins, and decoding.json's average_last applies only without
 --checkpoint. One log line on stderr says which settings were used and where each came from.
@@ -108,12 +108,15 @@ def check_model_flags():
 def main(argv):
     del argv
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
-    # Imported here, not at the top: --help must not import TensorFlow.
-    from tf_transformer.data.files import read_sentences
-    from tf_transformer.decoding.text import format_results, translate_texts
-
     with exit_on(FileNotFoundError, ValueError):  # ConfigError and DataError are ValueErrors
         check_model_flags()
+        decoding = None
+        if _MODEL_DIR.value is not None:  # checked before TensorFlow starts and anything is read
+            decoding = decoding_flags.settings(_MODEL_DIR.value, n_best=_N_BEST.value)
+        # Imported here, not at the top: --help and a bad flag need no TensorFlow.
+        from tf_transformer.data.files import read_sentences
+        from tf_transformer.decoding.text import format_results, translate_texts
+
         sentences = read_sentences(_INPUT.value, "--input")
         prefixes = None
         if _TARGET_PREFIX.value is not None:
@@ -132,12 +135,11 @@ def main(argv):
                     batch_tokens=decoding_flags.BATCH_TOKENS.value, progress=progress, target_prefixes=prefixes,
                 )  # fmt: skip
             else:
-                decoding = decoding_flags.settings(_MODEL_DIR.value)
                 model, tokenizer, _ = decoding_flags.load_model(_MODEL_DIR.value, decoding)
                 results = translate_texts(
-                    model, tokenizer, sentences, n_best=_N_BEST.value, progress=progress, target_prefixes=prefixes,
-                    with_alignments=_WITH_ALIGNMENTS.value, alignment_layer=_ALIGNMENT_LAYER.value,
-                    **decoding_flags.decoding_arguments(decoding),
+                    model, tokenizer, sentences, decoding, batch_tokens=decoding_flags.BATCH_TOKENS.value,
+                    progress=progress, target_prefixes=prefixes, with_alignments=_WITH_ALIGNMENTS.value,
+                    alignment_layer=_ALIGNMENT_LAYER.value,
                 )  # fmt: skip
     write_output(_OUTPUT.value, format_results(results, scored=_N_BEST.value > 1))
 

@@ -22,10 +22,10 @@ import tensorflow as tf
 from tf_transformer.data.batching import BatchReplay, batch_by_tokens, bucket_boundaries
 from tf_transformer.data.config import DataConfig
 from tf_transformer.data.corpus import ParallelCorpus, both_non_empty, clean_batch
+from tf_transformer.data.source_ids import end_with_eos, source_token_limit
 from tf_transformer.data.sources import open_corpus
 from tf_transformer.data.vocab import BOS_ID, EOS_ID, Tokenizer
 from tf_transformer.files import write_atomically
-from tf_transformer.rules import end_with_eos, source_token_limit
 
 # Strings tokenized per op call: tf-text ops cost per call, so batches amortise that.
 _TOKENIZE_BATCH = 256
@@ -38,7 +38,7 @@ def encode_batch(tokenizer: Tokenizer, max_length: int, long_pairs: str = "drop"
     """A tf.data map function: a batch of (source, target) strings -> ragged (source, target_in, target_out).
 
     Pairs with a side longer than `max_length` (EOS / BOS included) are removed ("drop") or cut to fit
-    ("truncate": the first max_length - 1 tokens, then EOS: `tf_transformer.rules.truncate_source_ragged`).
+    ("truncate": the first max_length - 1 tokens, then EOS: `tf_transformer.data.source_ids.truncate_source_ragged`).
 
     The EOS and BOS are the tokenizer's fixed ids (`vocab.EOS_ID`, `vocab.BOS_ID`), not a model config's.
     """

@@ -8,16 +8,21 @@ SavedModels. The self-attention caches grow by one position a step, except with 
 `jit_compile=True`, which XLA needs: fixed buffers (TensorFlow cannot tell a decoder that XLA will compile
 it, so the caller passes `jit_compile=True` to both). Wrap a decoder in a `tf.function` for speed.
 
+Every decoder takes its settings as one `DecodingSettings` value (`tf_transformer.decoding.settings`, checked
+when built; `PAPER`, the paper's, by default):
+
+    translate(model, source_ids, DecodingSettings(beam_size=5, n_best=2, max_decode_length="1.5x+10"))
+
 Output convention (all decoders):
 
 - ids are int32, without BOS, include EOS, and are 0 (padding) after it. Padding is never emitted.
-- Length: each sentence emits at most `max_decode_length` tokens (EOS included) if given, else its source
-  length (non-padding tokens) + `extra_decode_length` (the paper: input length + 50); always at most
-  `config.max_length`. A sentence that reaches its limit gets EOS as its last token, scored with the
-  model's log-probability of EOS, so every output ends with EOS.
-- The last axis T is `max_decode_length` (capped at `config.max_length`) if given, else
-  `min(source_ids.shape[1] + extra_decode_length, config.max_length)`: the same in every mode (XLA needs
-  a static size); columns that no sentence reached are 0. `trim_padding` drops them in eager code.
+- Length: each sentence emits at most N tokens (EOS included) when `settings.max_decode_length` is N, or
+  floor(A * its source length) + B for "Ax+B" (source length: its non-padding ids; the paper's "x+50");
+  always at most `config.max_length`. A sentence that reaches its limit gets EOS as its last token, scored
+  with the model's log-probability of EOS, so every output ends with EOS.
+- The last axis T is N (capped at `config.max_length`), or `min(floor(A * source_ids.shape[1]) + B,
+  config.max_length)`: the same in every mode (XLA needs a static size); columns that no sentence reached
+  are 0. `trim_padding` drops them in eager code.
 - Scores are float32: greedy and sampling give the sum of the model's log-probabilities of the emitted
   tokens; beam search gives that sum divided by the length penalty ((5 + length) / 6) ** alpha.
 
@@ -38,7 +43,10 @@ _LAZY = {
     "DecodeResult": "tf_transformer.decoding.translation",
     "greedy_decode": "tf_transformer.decoding.greedy",
     "PairScore": "tf_transformer.decoding.scoring",
-    "METHODS": "tf_transformer.decoding_settings",
+    "METHODS": "tf_transformer.decoding.settings",
+    "COMMAND_DEFAULTS": "tf_transformer.decoding.settings",
+    "DecodingSettings": "tf_transformer.decoding.settings",
+    "PAPER": "tf_transformer.decoding.settings",
     "sample_decode": "tf_transformer.decoding.sampling",
     "score_ids": "tf_transformer.decoding.scoring",
     "score_texts": "tf_transformer.decoding.scoring",
@@ -52,7 +60,7 @@ _LAZY = {
 __getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 __all__ = [
-    "DecodableModel", "DecodeResult", "METHODS", "PairScore", "ScoreResult", "TextScorer", "TextTranslator",
-    "align_ids", "beam_search", "greedy_decode", "sample_decode", "score_ids", "score_texts", "translate",
-    "translate_texts", "trim_padding",
+    "COMMAND_DEFAULTS", "DecodableModel", "DecodeResult", "DecodingSettings", "METHODS", "PAPER", "PairScore",
+    "ScoreResult", "TextScorer", "TextTranslator", "align_ids", "beam_search", "greedy_decode", "sample_decode",
+    "score_ids", "score_texts", "translate", "translate_texts", "trim_padding",
 ]  # fmt: skip

@@ -1,4 +1,7 @@
-"""Beam search with the GNMT length penalty, n-best lists and early stopping, over a cached decoder."""
+"""Beam search with the GNMT length penalty, n-best lists and early stopping, over a cached decoder.
+
+How it searches (the finished and alive sets, the early stop) is in docs/decoding.md, "Beam search".
+"""
 
 from __future__ import annotations
 
@@ -6,128 +9,79 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from tf_transformer import rules
-from tf_transformer.decoding import _common
+from tf_transformer.decoding import candidates, constraints, lengths, loop
 from tf_transformer.decoding.contract import DecodableModel
 from tf_transformer.decoding.greedy import greedy_decode
+from tf_transformer.decoding.settings import PAPER, DecodingSettings, require_settings
 
 
 def beam_search(
     model: DecodableModel,
     source_ids,
-    beam_size=4,
-    length_penalty=0.6,
-    max_decode_length=None,
-    extra_decode_length=rules.EXTRA_DECODE_LENGTH,
-    n_best=1,
-    min_decode_length=0,
-    jit_compile=False,
-    no_repeat_ngram_size=0,
-    max_decode_length_ratio=1.0,
+    settings: DecodingSettings = PAPER,
+    *,
+    jit_compile: bool = False,
     target_prefix_ids=None,
 ):
-    """Beam search (the paper: beam 4, alpha 0.6), returning the `n_best` best hypotheses per sentence.
-
-    The search: the encoder runs once and the decoder's self-attention cache is tiled to `batch * beam_size`
-    rows; the cross-attention keys and values (`CrossAttentionCache`s, which tile to themselves) and the
-    source mask keep one row per sentence, shared by its hypotheses (the model's cross-attention takes
-    `batch * beam_size` queries).
-    Each step scores all `beam_size * vocab` extensions of the alive hypotheses and keeps the
-    `2 * beam_size` best candidates (a top-k per beam, then one over the beams).
-    Candidates ending in EOS that rank within the first `beam_size` move to a separate finished set
-    (kept sorted, `beam_size` entries, scored with the length penalty); the `beam_size` best other
-    candidates stay alive, ranked by their log-probability, and the self-attention caches follow them
-    (`tf.gather` by parent beam). Hypotheses are therefore always distinct.
-
-    Scores: `log_prob_sum / ((5 + length) / 6) ** length_penalty` (Wu et al., 2016), where length counts
-    the emitted tokens including EOS and log_prob_sum is the sum of their log-probabilities.
-
-    Early stop: a sentence is done when it has `n_best` finished hypotheses and no alive one can beat the
-    `n_best`-th: with `length_penalty >= 0` an alive hypothesis can at best keep its log-probability and
-    reach the largest penalty, so its bound is `alive_log_prob / ((5 + cap) / 6) ** alpha`, with `cap` the
-    sentence's length limit. Finished sets of done sentences are frozen, so a sentence's result does not
-    depend on the others in the batch. The loop ends when every sentence is done or all steps are used.
-    As hypotheses at the length limit are given EOS, every sentence normally finishes; if one finished
-    nothing, its alive hypotheses are returned instead.
-
-    `beam_size=1` is greedy search: the single hypothesis in the beam is extended by the best token until
-    it emits EOS; its score is the greedy log-probability sum with the length penalty applied.
-
-    Works eagerly, in `tf.function` (also with `input_signature=[tf.TensorSpec([None, None], tf.int32)]`)
-    and under XLA (`tf.function(jit_compile=True)`, passing `jit_compile=True` here too); wrap it in a
-    `tf.function` for speed.
+    """The `settings.n_best` best hypotheses of each sentence by beam search.
 
     Args:
         model: a `DecodableModel` (`encode`, `init_cache`, `decode`, `config`), e.g. a `Transformer`.
         source_ids: int `[batch, source_len]`, 0 = padding.
-        beam_size: hypotheses kept per sentence, >= 1.
-        length_penalty: alpha >= 0; 0 ranks by the raw log-probability sum.
-        max_decode_length: the most output tokens (EOS included) per sentence, an int or an int scalar
-            tensor; None means `floor(max_decode_length_ratio * source_length) + extra_decode_length`,
-            source_length counting the sentence's non-padding ids. Always capped at `model.config.max_length`.
-        extra_decode_length: see `max_decode_length` (the paper: input length + 50).
-        max_decode_length_ratio: see `max_decode_length` (the paper: 1; fairseq's max_len_a).
-        n_best: hypotheses returned per sentence, 1 <= n_best <= beam_size.
-        min_decode_length: the fewest output tokens (EOS included) per sentence: EOS is not allowed
-            earlier (as in OpenNMT and CTranslate2); never more than a sentence's maximum. 0: no minimum.
-        jit_compile: True when the caller compiles this decoder with XLA (`tf.function(jit_compile=True)`):
-            the self-attention caches are then fixed buffers, which XLA needs, instead of growing ones, which
-            are faster elsewhere. TensorFlow cannot tell a trace that XLA will compile, so say it here;
-            True also works outside XLA (the same outputs up to float rounding), only slower.
-        no_repeat_ngram_size: N > 0 forbids, in every hypothesis, a token that would complete an N-gram it
-            already holds (fairseq's NGramRepeatBlock; the history follows the reordered beams); 0: off.
+        settings: a `DecodingSettings`; its beam_size, length_penalty, n_best, no_repeat_ngram_size,
+            max_decode_length and min_decode_length apply (beam_size 1 is greedy search, its score
+            length-penalised).
+        jit_compile: True when the caller compiles this call with XLA (`tf.function(jit_compile=True)`): fixed
+            self-attention buffers, which XLA needs (TensorFlow cannot tell a trace that XLA will compile it);
+            True also works outside XLA, slower, with the same outputs up to float rounding.
         target_prefix_ids: int `[batch, prefix_len]`, 0-padded at the end, or None: every hypothesis starts
-            with its sentence's tokens (forced, so the beam holds one live hypothesis until the prefix ends);
-            their log-probabilities count in the score and their number in the length penalty. A row of zeros
-            forces nothing; the length cap is raised to fit a prefix and EOS.
+            with its sentence's tokens (forced; counted in the score and the length penalty; a row of zeros
+            forces nothing; the length cap is raised to fit a prefix and EOS).
 
     Returns:
-        `(ids, scores)`: ids int32 `[batch, n_best, T]`, best first, without BOS, ending with EOS, 0 after
-        it; scores float32 `[batch, n_best]`, non-increasing. T is `max_decode_length` (capped at
-        `config.max_length`) if given, else `min(source_ids.shape[1] + extra_decode_length,
-        config.max_length)`. A hypothesis that reaches its cap gets EOS as its last token. If fewer than
-        `n_best` hypotheses exist (a cap of 1 token), the missing ones are all 0 with score -inf.
+        `(ids, scores)`: ids int32 `[batch, n_best, T]`, best first, without BOS, ending with EOS, 0 after it
+        (T: see the package docstring); scores float32 `[batch, n_best]`, non-increasing,
+        `log_prob_sum / ((5 + length) / 6) ** length_penalty`. Missing hypotheses (a cap of 1 token) are all 0
+        with score -inf.
 
     Raises:
-        ValueError: beam_size < 1, n_best outside [1, beam_size], length_penalty < 0, or jit_compile not a bool.
+        TypeError: `settings` is not a `DecodingSettings`. ValueError: jit_compile not a bool, or a
+            `target_prefix_ids` that does not fit `source_ids`.
 
     Example:
 
     >>> import numpy as np
     >>> import tf_transformer as tft
-    >>> from tf_transformer.decoding import beam_search
+    >>> from tf_transformer.decoding import DecodingSettings, beam_search
     >>> config = tft.TransformerConfig(vocab_size=40, d_model=32, d_ff=64, num_heads=4,
     ...     num_encoder_layers=2, num_decoder_layers=2, max_length=64, dropout=0.0)
     >>> model = tft.Transformer(config)
-    >>> ids, scores = beam_search(model, np.array([[5, 6, 7, 2]]), beam_size=3, n_best=2, max_decode_length=5)
+    >>> settings = DecodingSettings(beam_size=3, n_best=2, max_decode_length=5)
+    >>> ids, scores = beam_search(model, np.array([[5, 6, 7, 2]]), settings)
     >>> ids.shape, scores.shape
     (TensorShape([1, 2, 5]), TensorShape([1, 2]))
 
-    References: Vaswani et al., "Attention Is All You Need", 2017, https://arxiv.org/abs/1706.03762;
-    Wu et al., "Google's Neural Machine Translation System", 2016, https://arxiv.org/abs/1609.08144
+    References: Vaswani et al., 2017, https://arxiv.org/abs/1706.03762; Wu et al., 2016 (length penalty),
+    https://arxiv.org/abs/1609.08144
     """
-    rules.check_beam_arguments(beam_size, length_penalty, n_best)
-    rules.check_length_arguments(max_decode_length, extra_decode_length, min_decode_length, max_decode_length_ratio)
-    rules.check_no_repeat_ngram_size(no_repeat_ngram_size)
-    _common.check_jit_compile(jit_compile)
-    beam_size, n_best, length_penalty = int(beam_size), int(n_best), float(length_penalty)
-    constraints = dict(no_repeat_ngram_size=int(no_repeat_ngram_size), target_prefix_ids=target_prefix_ids)
+    require_settings(settings)
+    loop.check_jit_compile(jit_compile)
+    beam_size, n_best, length_penalty = int(settings.beam_size), int(settings.n_best), float(settings.length_penalty)
     if beam_size == 1:
-        ids, log_probs = greedy_decode(
-            model, source_ids, max_decode_length, extra_decode_length, min_decode_length, jit_compile,
-            max_decode_length_ratio=max_decode_length_ratio, **constraints,
-        )  # fmt: skip
-        scores = log_probs / _common.length_penalty(_common.output_lengths(ids, model.config.pad_id), length_penalty)
+        ids, log_probs = greedy_decode(model, source_ids, settings, jit_compile=jit_compile,
+                                       target_prefix_ids=target_prefix_ids)  # fmt: skip
+        scores = log_probs / lengths.length_penalty(lengths.output_lengths(ids, model.config.pad_id), length_penalty)
         return ids[:, tf.newaxis], scores[:, tf.newaxis]
-    source_ids = _common.as_source_ids(source_ids)
-    prefix = _common.target_prefix(target_prefix_ids, source_ids)
-    plan = _common.plan_lengths(
-        model.config, source_ids, max_decode_length, extra_decode_length, min_decode_length, max_decode_length_ratio,
-        prefix,
-    )  # fmt: skip
-    return _beam_search_loop(
-        model, source_ids, beam_size, length_penalty, plan, n_best, jit_compile, int(no_repeat_ngram_size), prefix
+    source_ids = lengths.as_source_ids(source_ids)
+    prefix = constraints.target_prefix(target_prefix_ids, source_ids)
+    max_decode_length, ratio, extra = settings.length_cap
+    plan = lengths.plan_lengths(
+        model.config, source_ids, max_decode_length, extra, settings.min_decode_length, ratio, prefix
     )
+    return _beam_search_loop(
+        model, source_ids, beam_size, length_penalty, plan, n_best, jit_compile,
+        int(settings.no_repeat_ngram_size), prefix,
+    )  # fmt: skip
 
 
 class BeamState(NamedTuple):
@@ -168,22 +122,22 @@ def _beam_search_loop(
     config = model.config
     vocab_size = config.output_vocab_size
     per_beam = min(2 * beam_size, vocab_size)  # candidates taken from each beam
-    source_ids = _common.as_source_ids(source_ids)
+    source_ids = lengths.as_source_ids(source_ids)
     batch_size = tf.shape(source_ids)[0]
     caps = plan.caps
-    max_penalty = _common.length_penalty(caps, alpha)  # [batch]; the largest penalty, as alpha >= 0
+    max_penalty = lengths.length_penalty(caps, alpha)  # [batch]; the largest penalty, as alpha >= 0
 
     memory, memory_mask = model.encode(source_ids, training=False)
     # Self-attention caches get a row per hypothesis; cross-attention keys stay one row per sentence, shared
     # by its beam_size hypotheses (consecutive rows), as the model's cross-attention allows.
-    cache = _common.init_decoding_cache(model, memory, plan, jit_compile)
-    cache = _common.tile_cache(cache, beam_size)
-    constants = _common.decoding_constants(model)
+    cache = loop.init_decoding_cache(model, memory, plan, jit_compile)
+    cache = loop.tile_cache(cache, beam_size)
+    constants = loop.decoding_constants(model)
     # Row offset of each sentence's beams in the flattened [batch * beam_size] cache.
     row_offsets = (tf.range(batch_size) * beam_size)[:, tf.newaxis]
     ranks = tf.range(2 * beam_size)[tf.newaxis]
     row_caps, row_min_length = _tile_beams(caps, beam_size), _tile_beams(plan.min_length, beam_size)
-    row_prefix = _common.tile_prefix(prefix, beam_size)
+    row_prefix = constraints.tile_prefix(prefix, beam_size)
 
     def body(state: BeamState) -> tuple[BeamState]:
         step = state.step
@@ -202,35 +156,35 @@ def _beam_search_loop(
         # [batch, beam * vocab] ones.
         # The constraints see each hypothesis's own tokens: alive_ids follow the beams' reordering.
         history = tf.reshape(state.alive_ids, [-1, tf.shape(state.alive_ids)[-1]])
-        constraints = _common.constraint_mask(config, step, history, no_repeat_ngram_size, row_prefix)
-        beam_log_probs, beam_tokens = _common.best_allowed_tokens(
+        token_mask = constraints.constraint_mask(config, step, history, no_repeat_ngram_size, row_prefix)
+        beam_log_probs, beam_tokens = candidates.best_allowed_tokens(
             tf.cast(logits[:, -1], tf.float32), per_beam, config, step, row_caps, row_min_length, jit_compile,
-            constraints,
+            token_mask,
         )  # fmt: skip
         # [batch * beam, per_beam] each
         # -1 for the batch keeps its static size (a loop variable's shape may not change).
         beam_log_probs = tf.reshape(beam_log_probs, [-1, beam_size, per_beam])
         beam_tokens = tf.reshape(beam_tokens, [-1, beam_size, per_beam])
-        candidates = tf.reshape(state.alive_log_probs[:, :, tf.newaxis] + beam_log_probs, [-1, beam_size * per_beam])
-        top_log_probs, top_index = tf.math.top_k(candidates, k=2 * beam_size)
+        extensions = tf.reshape(state.alive_log_probs[:, :, tf.newaxis] + beam_log_probs, [-1, beam_size * per_beam])
+        top_log_probs, top_index = tf.math.top_k(extensions, k=2 * beam_size)
         top_beams = top_index // per_beam
         top_tokens = tf.gather(tf.reshape(beam_tokens, [-1, beam_size * per_beam]), top_index, batch_dims=1)
-        top_ids = _common.write_column(tf.gather(state.alive_ids, top_beams, batch_dims=1), step, top_tokens)
+        top_ids = loop.write_column(tf.gather(state.alive_ids, top_beams, batch_dims=1), step, top_tokens)
         ends = tf.equal(top_tokens, config.eos_id)
-        live = top_log_probs > _common.NEG_INF / 2
+        live = top_log_probs > candidates.NEG_INF / 2
 
         # Alive: the beam_size best candidates that do not end in EOS, ranked by log-probability.
-        alive_candidates = tf.where(ends, _common.NEG_INF, top_log_probs)
+        alive_candidates = tf.where(ends, candidates.NEG_INF, top_log_probs)
         alive_log_probs, picked = tf.math.top_k(alive_candidates, k=beam_size)
         alive_ids = tf.gather(top_ids, picked, batch_dims=1)
         tokens = tf.gather(top_tokens, picked, batch_dims=1)
         rows = tf.reshape(row_offsets + tf.gather(top_beams, picked, batch_dims=1), [-1])
-        new_cache = _common.reorder_cache(new_cache, rows)  # follow the parents
+        new_cache = loop.reorder_cache(new_cache, rows)  # follow the parents
 
         # Finished: EOS candidates within the beam (the first beam_size ranks), merged into the sorted set.
         # Existing entries come first, so a tie keeps them; done sentences take no more hypotheses.
         new_finished = ends & live & (ranks < beam_size) & tf.logical_not(state.done)[:, tf.newaxis]
-        new_scores = tf.where(new_finished, top_log_probs / _common.length_penalty(step + 1, alpha), _common.NEG_INF)
+        new_scores = tf.where(new_finished, top_log_probs / lengths.length_penalty(step + 1, alpha), candidates.NEG_INF)
         finished_scores, kept = tf.math.top_k(tf.concat([state.finished_scores, new_scores], axis=1), k=beam_size)
         finished_ids = tf.gather(tf.concat([state.finished_ids, top_ids], axis=1), kept, batch_dims=1)
         finished_flags = tf.gather(tf.concat([state.finished_flags, new_finished], axis=1), kept, batch_dims=1)
@@ -244,7 +198,7 @@ def _beam_search_loop(
             BeamState(
                 step=step + 1,
                 tokens=tokens,
-                cache=_common.keep_shapes(new_cache, state.cache),
+                cache=loop.keep_shapes(new_cache, state.cache),
                 alive_ids=alive_ids,
                 alive_log_probs=alive_log_probs,
                 finished_ids=finished_ids,
@@ -257,30 +211,41 @@ def _beam_search_loop(
     def cond(state: BeamState):
         return (state.step < plan.num_steps) & tf.logical_not(tf.reduce_all(state.done))
 
+    initial = _initial_state(config, batch_size, beam_size, plan.buffer_length, cache)
+    (final,) = loop.while_loop(cond, body, (initial,), jit_compile)
+    return _best_hypotheses(final, alpha, n_best, config.pad_id)
+
+
+def _initial_state(config, batch_size, beam_size, buffer_length, cache) -> BeamState:
+    """The state before the first step: BOS in every beam, only the first beam live, nothing finished."""
     # Only the first beam is live at the start: the others would duplicate it.
-    first_beam_only = tf.where(tf.range(beam_size) == 0, 0.0, _common.NEG_INF)
-    empty_ids = tf.zeros([batch_size, beam_size, plan.buffer_length], tf.int32)
-    initial = BeamState(
+    first_beam_only = tf.where(tf.range(beam_size) == 0, 0.0, candidates.NEG_INF)
+    empty_ids = tf.zeros([batch_size, beam_size, buffer_length], tf.int32)
+    return BeamState(
         step=tf.constant(0),
         tokens=tf.fill([batch_size, beam_size], tf.constant(config.bos_id, tf.int32)),
         cache=cache,
         alive_ids=empty_ids,
         alive_log_probs=tf.tile(first_beam_only[tf.newaxis], [batch_size, 1]),
         finished_ids=empty_ids,
-        finished_scores=tf.fill([batch_size, beam_size], tf.constant(_common.NEG_INF, tf.float32)),
+        finished_scores=tf.fill([batch_size, beam_size], tf.constant(candidates.NEG_INF, tf.float32)),
         finished_flags=tf.zeros([batch_size, beam_size], tf.bool),
         done=tf.zeros([batch_size], tf.bool),
     )
-    (final,) = _common.while_loop(cond, body, (initial,), jit_compile)
+
+
+def _best_hypotheses(final: BeamState, alpha, n_best, pad_id):
+    """`(ids [batch, n_best, T], scores [batch, n_best])` of the final state: the finished hypotheses, best
+    first; missing ones all `pad_id` with score -inf."""
     alive_ids, alive_log_probs = final.alive_ids, final.alive_log_probs
     finished_ids, finished_scores, finished_flags = final.finished_ids, final.finished_scores, final.finished_flags
 
     # A sentence that finished nothing returns its alive hypotheses, scored at the length they reached.
     has_finished = tf.reduce_any(finished_flags, axis=1)
-    alive_scores = alive_log_probs / _common.length_penalty(_common.output_lengths(alive_ids, config.pad_id), alpha)
+    alive_scores = alive_log_probs / lengths.length_penalty(lengths.output_lengths(alive_ids, pad_id), alpha)
     ids = tf.where(has_finished[:, tf.newaxis, tf.newaxis], finished_ids, alive_ids)
     scores = tf.where(has_finished[:, tf.newaxis], finished_scores, alive_scores)
-    valid = tf.where(has_finished[:, tf.newaxis], finished_flags, alive_log_probs > _common.NEG_INF / 2)
-    ids = tf.where(valid[:, :, tf.newaxis], ids, config.pad_id)[:, :n_best]
+    valid = tf.where(has_finished[:, tf.newaxis], finished_flags, alive_log_probs > candidates.NEG_INF / 2)
+    ids = tf.where(valid[:, :, tf.newaxis], ids, pad_id)[:, :n_best]
     scores = tf.where(valid, scores, float("-inf"))[:, :n_best]
     return ids, scores

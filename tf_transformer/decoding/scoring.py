@@ -23,8 +23,8 @@ from typing import Callable, List, NamedTuple, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tf_transformer import rules
-from tf_transformer.decoding import _common
+from tf_transformer.decoding import lengths
+from tf_transformer.decoding.settings import is_int
 from tf_transformer.decoding.text import batch_by_tokens, check_sentences, encode_sentences
 
 logger = logging.getLogger("tf_transformer")
@@ -63,7 +63,7 @@ def score_ids(model, source_ids, target_ids) -> ScoreResult:
         model: a `Transformer` (anything called as `model((source_ids, decoder_input_ids), training=False)`
             that returns float logits `[batch, target_len, vocab]` and has a `config` with `bos_id`, `pad_id`).
         source_ids: int `[batch, source_len]`, 0 = padding: tokens + EOS, as translation builds them
-            (`rules.truncate_source`).
+            (`tf_transformer.data.source_ids.truncate_source`).
         target_ids: int `[batch, target_len]`, 0 = padding: tokens + EOS, the decoders' output convention
             (a row of `translate(...).ids` works as it is). Every non-padding id is scored, so a row without
             its EOS is scored without it; rows may hold at most `config.max_length` ids.
@@ -74,8 +74,8 @@ def score_ids(model, source_ids, target_ids) -> ScoreResult:
         docstring). Works eagerly and in a `tf.function`.
     """
     config = model.config
-    source_ids = _common.as_source_ids(source_ids)
-    target_ids = _common.as_source_ids(target_ids, "target_ids", "target_len")
+    source_ids = lengths.as_source_ids(source_ids)
+    target_ids = lengths.as_source_ids(target_ids, "target_ids", "target_len")
     bos = tf.fill([tf.shape(target_ids)[0], 1], tf.constant(config.bos_id, tf.int32))
     # The decoder input is BOS + the target shifted right; what follows a row's EOS is masked out below and,
     # by the causal mask, changes nothing before it.
@@ -100,7 +100,7 @@ class TextScorer:
     """
 
     def __init__(self, model, tokenizer, batch_tokens: int = 4096):
-        if not rules.is_int(batch_tokens) or batch_tokens < 1:
+        if not is_int(batch_tokens) or batch_tokens < 1:
             raise ValueError(f"batch_tokens: must be an int >= 1, got {batch_tokens!r}. Fix: use e.g. 4096.")
         self.model = model
         self.tokenizer = tokenizer

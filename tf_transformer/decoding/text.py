@@ -1,7 +1,7 @@
 """Sentences in, translations out: tokenize, batch by source tokens, decode in one traced graph, detokenize.
 
 model, tokenizer, config = tf_transformer.checkpoints.load_translation_model("runs/multi30k_tiny")
-results = translate_texts(model, tokenizer, ["A dog runs.", "Two men talk."], beam_size=4)
+results = translate_texts(model, tokenizer, ["A dog runs.", "Two men talk."], DecodingSettings(beam_size=4))
 results[0]   # [("Ein Hund rennt.", -0.42)]: n_best (text, score) pairs, best first
 """
 
@@ -13,9 +13,10 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tf_transformer import rules
+from tf_transformer.data.source_ids import source_token_limit, truncate_source
 from tf_transformer.decoding import alignment
-from tf_transformer.decoding.translation import METHODS, translate
+from tf_transformer.decoding.settings import PAPER, DecodingSettings, is_int, require_settings
+from tf_transformer.decoding.translation import translate
 
 logger = logging.getLogger("tf_transformer")
 
@@ -27,8 +28,11 @@ class TextTranslator:
     """Translates lists of sentences with one decoder, traced once (see `translate_texts` for the rules).
 
     The decoder is a `tf.function` with `input_signature=[tf.TensorSpec([None, None], tf.int32)]`, traced
-    when the translator is created (so bad settings fail at once) and reused for every batch shape and
-    every call. Keep one translator to translate several inputs with the same settings.
+    when the translator is created (so a model that cannot decode fails at once) and reused for every batch
+    shape and every call. Keep one translator to translate several inputs with the same settings.
+
+    Args: `model`, `tokenizer`, `settings`, `batch_tokens`, `with_alignments`, `alignment_layer` as in
+    `translate_texts`.
 
     Attributes:
         decode: the `tf.function`: int32 source ids `[batch, source_len]` -> (ids `[batch, n_best, T]`,
@@ -43,51 +47,29 @@ class TextTranslator:
         self,
         model,
         tokenizer,
-        beam_size: int = 4,
-        length_penalty: float = 0.6,
-        n_best: int = 1,
-        method: str = "beam",
+        settings: DecodingSettings = PAPER,
+        *,
         batch_tokens: int = 4096,
-        max_decode_length: Optional[int] = None,
-        extra_decode_length: int = rules.EXTRA_DECODE_LENGTH,
-        no_repeat_ngram_size: int = 0,
-        max_decode_length_ratio: float = 1.0,
         with_alignments: bool = False,
         alignment_layer: Optional[int] = None,
     ):
-        if method not in METHODS:
-            raise ValueError(f"method: unknown decoding method {method!r}. Fix: use one of {', '.join(METHODS)}.")
-        if not rules.is_int(batch_tokens) or batch_tokens < 1:
+        require_settings(settings)
+        if not is_int(batch_tokens) or batch_tokens < 1:
             raise ValueError(f"batch_tokens: must be an int >= 1, got {batch_tokens!r}. Fix: use e.g. 4096.")
-        # An int n_best for every method: it shapes the outputs below (the decoders check only beam search's).
-        if not rules.is_int(n_best) or n_best < 1:
-            raise ValueError(f"n_best: must be an int >= 1, got {n_best!r}. Fix: use 1, or more with method='beam'.")
-        rules.check_single_hypothesis(n_best, method)
-        if method == "beam":
-            rules.check_beam_arguments(beam_size, length_penalty, n_best)
         self.model = model
         self.tokenizer = tokenizer
-        self.n_best = n_best
+        self.settings = settings
+        self.n_best = settings.n_best
         self.batch_tokens = batch_tokens
-        self.max_source_tokens = rules.source_token_limit(model.config.max_length)
-        settings = dict(
-            beam_size=beam_size,
-            length_penalty=length_penalty,
-            n_best=n_best,
-            max_decode_length=max_decode_length,
-            extra_decode_length=extra_decode_length,
-            method=method,
-            no_repeat_ngram_size=no_repeat_ngram_size,
-            max_decode_length_ratio=max_decode_length_ratio,
-        )
+        self.max_source_tokens = source_token_limit(model.config.max_length)
 
         def decode(source_ids, target_prefix_ids=None):
-            result = translate(model, source_ids, target_prefix_ids=target_prefix_ids, **settings)
+            result = translate(model, source_ids, settings, target_prefix_ids=target_prefix_ids)
             return result.ids, result.scores
 
         spec = tf.TensorSpec([None, None], tf.int32)
         self.decode = tf.function(decode, input_signature=[spec])
-        self.decode.get_concrete_function()  # trace now: a bad setting (e.g. n_best > beam_size) fails here
+        self.decode.get_concrete_function()  # trace now: a model that cannot decode fails here, not mid-input
         self.decode_with_prefix = tf.function(decode, input_signature=[spec, spec])
         self.align = None
         if with_alignments:
@@ -161,7 +143,7 @@ class TextTranslator:
         return links
 
     def _encode(self, sentences: List[str]) -> List[np.ndarray]:
-        """Each sentence's source ids, as training builds them (`rules.truncate_source`)."""
+        """Each sentence's source ids, as training builds them (`truncate_source`)."""
         config = self.model.config
         sources, truncated = encode_sentences(self.tokenizer, sentences, config.max_length, config.eos_id)
         warn_truncated(truncated, len(sentences), config.max_length)
@@ -170,10 +152,10 @@ class TextTranslator:
 
 def encode_sentences(tokenizer, sentences: List[str], max_length: int, eos_id: int) -> Tuple[List[np.ndarray], int]:
     """`(ids, truncated)`: each sentence tokenized, cut to its first `max_length - 1` tokens and ended with
-    `eos_id` (`rules.truncate_source`: training's source rule), and how many were cut. Tokenized
+    `eos_id` (`truncate_source`: training's source rule), and how many were cut. Tokenized
     `_TOKENIZE_CHUNK` sentences a call (tf-text ops cost per call)."""
     encoded, truncated = [], 0
-    limit = rules.source_token_limit(max_length)
+    limit = source_token_limit(max_length)
     for start in range(0, len(sentences), _TOKENIZE_CHUNK):
         tokens = tokenizer.tokenize(sentences[start : start + _TOKENIZE_CHUNK])
         flat = tokens.flat_values.numpy()
@@ -181,7 +163,7 @@ def encode_sentences(tokenizer, sentences: List[str], max_length: int, eos_id: i
         for row in np.split(flat, ends[:-1]) if len(ends) else []:
             if len(row) > limit:
                 truncated += 1
-            encoded.append(rules.truncate_source(row, max_length, eos_id))
+            encoded.append(truncate_source(row, max_length, eos_id))
     return encoded, truncated
 
 
@@ -192,7 +174,7 @@ def check_prefixes(target_prefixes: Sequence[str], count: int) -> List[str]:
     if len(target_prefixes) != count:
         raise ValueError(
             f"target_prefixes: {len(target_prefixes)} prefixes for {count} sentences. Fix: give one prefix per "
-            "sentence, \"\" for none."
+            'sentence, "" for none.'
         )
     for index, prefix in enumerate(target_prefixes):
         if not isinstance(prefix, str):
@@ -204,7 +186,7 @@ def encode_prefixes(tokenizer, target_prefixes: List[str], max_length: int) -> L
     """Each prefix's target ids, without EOS, cut to its first `max_length - 1` tokens (room for the EOS; a
     warning counts the cut ones); an empty or blank prefix gives no ids."""
     encoded, truncated = [], 0
-    limit = rules.source_token_limit(max_length)
+    limit = source_token_limit(max_length)
     for start in range(0, len(target_prefixes), _TOKENIZE_CHUNK):
         tokens = tokenizer.tokenize(target_prefixes[start : start + _TOKENIZE_CHUNK])
         flat = tokens.flat_values.numpy().astype(np.int32)
@@ -325,16 +307,10 @@ def translate_texts(
     model,
     tokenizer,
     sentences: Sequence[str],
-    beam_size: int = 4,
-    length_penalty: float = 0.6,
-    n_best: int = 1,
-    method: str = "beam",
+    settings: DecodingSettings = PAPER,
+    *,
     batch_tokens: int = 4096,
-    max_decode_length: Optional[int] = None,
-    extra_decode_length: int = rules.EXTRA_DECODE_LENGTH,
     progress: Optional[Callable[[int, int], None]] = None,
-    no_repeat_ngram_size: int = 0,
-    max_decode_length_ratio: float = 1.0,
     target_prefixes: Optional[Sequence[str]] = None,
     with_alignments: bool = False,
     alignment_layer: Optional[int] = None,
@@ -354,12 +330,9 @@ def translate_texts(
         model: a `Transformer` (e.g. from `tf_transformer.checkpoints.load_translation_model`).
         tokenizer: its `tf_transformer.data.Tokenizer`.
         sentences: str sentences, one per translation.
-        beam_size, length_penalty, n_best, method, max_decode_length, extra_decode_length: as in
-            `tf_transformer.decoding.translate` (the paper: beam 4, alpha 0.6, source length + 50).
+        settings: a `DecodingSettings`, as `tf_transformer.decoding.translate` takes it (default `PAPER`).
         batch_tokens: source tokens per batch (padding included).
         progress: called as `progress(done, total)` (sentences) after each batch.
-        no_repeat_ngram_size, max_decode_length_ratio: as in `translate` (the guard against repeated n-grams,
-            0: off; the length cap floor(ratio * source length) + extra_decode_length).
         target_prefixes: None, or one str per sentence ("" for none): each translation starts with its prefix's
             tokens (forced, as CTranslate2's target_prefix; their log-probabilities count in the score). The
             prefix is tokenized as a sentence is (cut to `max_length - 1` tokens), so the translation's text
@@ -376,22 +349,15 @@ def translate_texts(
         sentence); `alignment.format_alignment` writes them as `i-j i-j ...`.
 
     Raises:
-        ValueError: a bad setting (unknown method, n_best > 1 without beam search, n_best > beam_size, ...).
-        TypeError: a sentence that is not a str.
+        ValueError: a bad batch_tokens or alignment_layer. TypeError: `settings` is not a `DecodingSettings`,
+            or a sentence is not a str.
+
+    Example:
+
+        model, tokenizer, _ = tf_transformer.checkpoints.load_translation_model("runs/multi30k")
+        results = translate_texts(model, tokenizer, ["A dog runs."], DecodingSettings(beam_size=5, n_best=2))
+        results[0]  # [("Ein Hund rennt.", -0.42), (...)]: n_best (text, score) pairs, best first
     """
-    translator = TextTranslator(
-        model,
-        tokenizer,
-        beam_size=beam_size,
-        length_penalty=length_penalty,
-        n_best=n_best,
-        method=method,
-        batch_tokens=batch_tokens,
-        max_decode_length=max_decode_length,
-        extra_decode_length=extra_decode_length,
-        no_repeat_ngram_size=no_repeat_ngram_size,
-        max_decode_length_ratio=max_decode_length_ratio,
-        with_alignments=with_alignments,
-        alignment_layer=alignment_layer,
-    )
+    translator = TextTranslator(model, tokenizer, settings, batch_tokens=batch_tokens,
+                                with_alignments=with_alignments, alignment_layer=alignment_layer)  # fmt: skip
     return translator(sentences, progress=progress, target_prefixes=target_prefixes)

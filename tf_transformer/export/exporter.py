@@ -14,11 +14,11 @@ from typing import List, Optional, Union
 import tensorflow as tf
 
 from tf_transformer.checkpoints import load_translation_model, resolve_checkpoint
+from tf_transformer.decoding.settings import PAPER, DecodingSettings, is_int, require_settings
 from tf_transformer.export.module import TranslationModule
 from tf_transformer.export.warmup import write_warmup_requests
 from tf_transformer.model_dir import CHECKPOINT_DIR, CONFIG_FILE, DATA_CONFIG_FILE, VOCAB_DIR
 from tf_transformer.quantization import check_mode, quantize_model
-from tf_transformer.rules import EXTRA_DECODE_LENGTH, is_int
 
 logger = logging.getLogger("tf_transformer")
 
@@ -27,6 +27,14 @@ PathLike = Union[str, os.PathLike]
 # Inside an export (a version folder): the files beside TensorFlow's own.
 EXPORT_CONFIG_FILE = "export_config.json"
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+# What export_config.json says of each signature.
+SIGNATURES = {
+    "serving_default": "inputs: string [batch] -> outputs: string [batch], scores: float32 [batch]",
+    "translate_nbest": "inputs: string [batch] -> outputs: string [batch, n_best], scores: float32 [batch, n_best]",
+    "translate_with_prefix": "inputs: string [batch], target_prefixes: string [batch] -> outputs: string [batch], "
+    "scores: float32 [batch]",
+    "translate_ids": "source_ids: int32 [batch, source_len] -> output_ids: int32 [batch, T], scores: float32 [batch]",
+}
 # Sentences for the warmup requests when the model directory names no local validation file.
 FALLBACK_WARMUP_SENTENCES = (
     "A man in a blue shirt is standing on a ladder.",
@@ -38,17 +46,11 @@ FALLBACK_WARMUP_SENTENCES = (
 def export_saved_model(
     model_dir: PathLike,
     export_dir: PathLike,
+    settings: DecodingSettings = PAPER,
+    *,
     version: Optional[int] = None,
     checkpoint: Optional[PathLike] = None,
-    beam_size: int = 4,
-    length_penalty: float = 0.6,
-    n_best: Optional[int] = None,
-    max_decode_length: Optional[int] = None,
-    extra_decode_length: int = EXTRA_DECODE_LENGTH,
-    average_last: Optional[int] = None,
     quantize: str = "none",
-    max_decode_length_ratio: float = 1.0,
-    no_repeat_ngram_size: int = 0,
 ) -> pathlib.Path:
     """Exports a trained model directory as `export_dir/<version>/`, a SavedModel for TensorFlow Serving.
 
@@ -71,10 +73,10 @@ def export_saved_model(
         model_dir: a folder written by `tft-train`.
         export_dir: the model's base folder (the one TensorFlow Serving's `--model_base_path` names).
         version: the version number; None for one more than the highest version in `export_dir` (1 first).
+        settings: a `DecodingSettings`, as `TranslationModule` takes it (fixed in the export, recorded in
+            export_config.json); its average_last, instead of `checkpoint`, exports the average of the last N
+            checkpoints (computed in memory).
         checkpoint: as in `load_translation_model`: None for the latest; a path prefix or a folder.
-        beam_size, length_penalty, n_best, max_decode_length, extra_decode_length, max_decode_length_ratio,
-            no_repeat_ngram_size: see `TranslationModule` (fixed in the export, recorded in export_config.json).
-        average_last: instead of `checkpoint`, export the average of the last N checkpoints (computed in memory).
         quantize: "int8" to store the matrices as int8 (`tf_transformer.quantization.quantize_model`; TensorFlow
             core ops only, so TensorFlow Serving runs it), "none" for float32.
 
@@ -84,8 +86,14 @@ def export_saved_model(
     Raises:
         FileExistsError: `export_dir/<version>` exists already (an export is never overwritten).
         FileNotFoundError: model_dir, its config, vocabulary or checkpoint is missing.
-        ValueError: a bad version or decoding setting, or an `export_dir` that is itself a SavedModel.
+        ValueError: a bad version, or an `export_dir` that is itself a SavedModel.
+        TypeError: `settings` is not a `DecodingSettings`.
+
+    Example:
+
+        export_saved_model("runs/multi30k", "exports/multi30k", DecodingSettings(beam_size=4, n_best=4))
     """
+    require_settings(settings)
     export_dir = pathlib.Path(export_dir)
     if (export_dir / "saved_model.pb").is_file():
         raise ValueError(
@@ -98,58 +106,27 @@ def export_saved_model(
         raise ValueError(f"version: must be an integer >= 0, got {version!r}. Fix: leave it out for the next one.")
     target = export_dir / str(version)
     _refuse_existing(target)
-    model, tokenizer, config = load_translation_model(model_dir, checkpoint, average_last=average_last)
+    model, tokenizer, config = load_translation_model(model_dir, checkpoint, average_last=settings.average_last)
     quantize_model(model, quantize)
     checkpoint_path = resolve_checkpoint(checkpoint, model_dir) if checkpoint is not None else None
-    module = TranslationModule(
-        model,
-        tokenizer,
-        beam_size=beam_size,
-        length_penalty=length_penalty,
-        n_best=n_best,
-        max_decode_length=max_decode_length,
-        extra_decode_length=extra_decode_length,
-        max_decode_length_ratio=max_decode_length_ratio,
-        no_repeat_ngram_size=no_repeat_ngram_size,
-    )
-    settings = {
+    module = TranslationModule(model, tokenizer, settings)
+    record = {
         **module.settings,
         "max_source_tokens": module.max_source_tokens,
         "version": version,
         "model_dir": str(pathlib.Path(model_dir).resolve()),
         "checkpoint": checkpoint_path or tf.train.latest_checkpoint(str(pathlib.Path(model_dir) / CHECKPOINT_DIR)),
-        "average_last": average_last,  # with N, the weights are the average of the last N, the newest "checkpoint"
+        # with N, the weights are the average of the last N, the newest "checkpoint"
+        "average_last": settings.average_last,
         "quantize": quantize,  # int8: the SavedModel's matrices are int8 (tf_transformer.quantization)
-        "signatures": {
-            "serving_default": "inputs: string [batch] -> outputs: string [batch], scores: float32 [batch]",
-            "translate_nbest": "inputs: string [batch] -> outputs: string [batch, n_best], scores: float32 "
-            "[batch, n_best]",
-            "translate_with_prefix": "inputs: string [batch], target_prefixes: string [batch] -> outputs: string "
-            "[batch], scores: float32 [batch]",
-            "translate_ids": "source_ids: int32 [batch, source_len] -> output_ids: int32 [batch, T], scores: "
-            "float32 [batch]",
-        },
+        "signatures": SIGNATURES,
         "tensorflow_version": tf.__version__,
         "tensorflow_text_version": _tensorflow_text_version(),
     }
-
     export_dir.mkdir(parents=True, exist_ok=True)
     staging = export_dir / f".{version}.exporting-{uuid.uuid4().hex[:8]}"
     try:
-        with tempfile.TemporaryDirectory() as assets:
-            assets = pathlib.Path(assets)
-            config.to_json(assets / CONFIG_FILE)
-            (assets / EXPORT_CONFIG_FILE).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
-            # Tracked assets: TensorFlow copies them into assets/, and a loaded model knows their paths.
-            module.config_file = tf.saved_model.Asset(str(assets / CONFIG_FILE))
-            module.export_config_file = tf.saved_model.Asset(str(assets / EXPORT_CONFIG_FILE))
-            vocab_dir = pathlib.Path(model_dir) / VOCAB_DIR
-            module.vocabulary_files = [
-                tf.saved_model.Asset(str(path))
-                for path in sorted(vocab_dir.iterdir())
-                if path.is_file() and not path.name.startswith(".")  # not a leftover temporary file
-            ]
-            tf.saved_model.save(module, str(staging), signatures=module.signatures())
+        _save(module, config, record, model_dir, staging)
         write_warmup_requests(staging / WARMUP_FILE, warmup_sentences(model_dir), tokenizer, model_name=export_dir.name)
         _refuse_existing(target)  # another export may have taken the version meanwhile
         os.rename(staging, target)
@@ -158,6 +135,25 @@ def export_saved_model(
             shutil.rmtree(staging, ignore_errors=True)
     logger.info("Exported %s", target)
     return target
+
+
+def _save(module: TranslationModule, config, record: dict, model_dir: PathLike, staging: pathlib.Path) -> None:
+    """`tf.saved_model.save` of `module` into `staging`, with config.json, export_config.json (`record`) and
+    the vocabulary files as tracked assets (TensorFlow copies them into assets/, a loaded model knows their
+    paths)."""
+    with tempfile.TemporaryDirectory() as assets:
+        assets = pathlib.Path(assets)
+        config.to_json(assets / CONFIG_FILE)
+        (assets / EXPORT_CONFIG_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        module.config_file = tf.saved_model.Asset(str(assets / CONFIG_FILE))
+        module.export_config_file = tf.saved_model.Asset(str(assets / EXPORT_CONFIG_FILE))
+        vocab_dir = pathlib.Path(model_dir) / VOCAB_DIR
+        module.vocabulary_files = [
+            tf.saved_model.Asset(str(path))
+            for path in sorted(vocab_dir.iterdir())
+            if path.is_file() and not path.name.startswith(".")  # not a leftover temporary file
+        ]
+        tf.saved_model.save(module, str(staging), signatures=module.signatures())
 
 
 def next_version(export_dir: PathLike) -> int:

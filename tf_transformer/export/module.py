@@ -7,12 +7,13 @@ tensorflow-text ops are used, no `py_function`, so stock TensorFlow Serving runs
 
 from __future__ import annotations
 
-from typing import Optional
+import dataclasses
 
 import tensorflow as tf
 
-from tf_transformer import rules
+from tf_transformer.data.source_ids import source_token_limit, truncate_source_ragged
 from tf_transformer.decoding import translate
+from tf_transformer.decoding.settings import PAPER, DecodingSettings, require_settings
 
 # Undecodable input bytes and byte-fallback pieces that do not form UTF-8 become U+FFFD, as Python's
 # bytes.decode("utf-8", errors="replace") does it (each maximal invalid subsequence gives one U+FFFD).
@@ -60,39 +61,23 @@ class TranslationModule(tf.Module):
     Args:
         model: a built `Transformer` with trained weights.
         tokenizer: its `tf_transformer.data.Tokenizer`.
-        beam_size, length_penalty, max_decode_length, extra_decode_length, max_decode_length_ratio,
-            no_repeat_ngram_size: the decoding settings, as in `tf_transformer.decoding.translate` (the paper: beam
-            4, alpha 0.6, source length + 50, no n-gram ban).
-        n_best: hypotheses `translate_nbest` returns, 1 <= n_best <= beam_size; None means beam_size.
+        settings: a `DecodingSettings`, fixed in the graph (default `PAPER`); `translate_nbest` returns its
+            `n_best` hypotheses (n_best=beam_size: the whole beam), the other signatures the best.
 
     Raises:
-        ValueError: a bad setting, naming it and the fix.
+        ValueError: a tokenizer of another vocabulary size than the model's. TypeError: `settings` is not a
+            `DecodingSettings`.
 
     Example:
 
         model, tokenizer, _ = tf_transformer.checkpoints.load_translation_model("runs/multi30k_tiny")
-        module = TranslationModule(model, tokenizer, beam_size=4)
+        module = TranslationModule(model, tokenizer, DecodingSettings(beam_size=4, n_best=4))
         tf.saved_model.save(module, "exports/multi30k/1", signatures=module.signatures())
     """
 
-    def __init__(
-        self,
-        model,
-        tokenizer,
-        *,
-        beam_size: int = 4,
-        length_penalty: float = 0.6,
-        n_best: Optional[int] = None,
-        max_decode_length: Optional[int] = None,
-        extra_decode_length: int = rules.EXTRA_DECODE_LENGTH,
-        max_decode_length_ratio: float = 1.0,
-        no_repeat_ngram_size: int = 0,
-    ):
+    def __init__(self, model, tokenizer, settings: DecodingSettings = PAPER):
         super().__init__(name="translation")
-        n_best = beam_size if n_best is None else n_best
-        rules.check_beam_arguments(beam_size, length_penalty, n_best)
-        rules.check_length_arguments(max_decode_length, extra_decode_length, 0, max_decode_length_ratio)
-        rules.check_no_repeat_ngram_size(no_repeat_ngram_size)
+        require_settings(settings)
         if tokenizer.vocab_size != model.config.vocab_size:
             raise ValueError(
                 f"tokenizer: {tokenizer.vocab_size} tokens, but the model's vocab_size is {model.config.vocab_size}. "
@@ -100,24 +85,27 @@ class TranslationModule(tf.Module):
             )
         self.model = model
         self.tokenizer = tokenizer
-        self.n_best = int(n_best)
-        self.max_source_tokens = rules.source_token_limit(model.config.max_length)  # as in training
+        self.n_best = settings.n_best
+        self.max_source_tokens = source_token_limit(model.config.max_length)  # as in training
+        max_decode_length, ratio, extra = settings.length_cap
+        # What export_config.json records (its keys predate DecodingSettings; clients read them).
         self.settings = dict(
-            beam_size=int(beam_size),
-            length_penalty=float(length_penalty),
+            beam_size=settings.beam_size,
+            length_penalty=settings.length_penalty,
             n_best=self.n_best,
             max_decode_length=max_decode_length,
-            extra_decode_length=int(extra_decode_length),
-            max_decode_length_ratio=float(max_decode_length_ratio),
-            no_repeat_ngram_size=int(no_repeat_ngram_size),
+            extra_decode_length=extra,
+            max_decode_length_ratio=ratio,
+            no_repeat_ngram_size=settings.no_repeat_ngram_size,
+            min_decode_length=settings.min_decode_length,
         )
-        decode_settings = {key: value for key, value in self.settings.items() if key != "n_best"}
         spec = tf.TensorSpec([None, None], tf.int32)
 
         def decoder(n_best, with_prefix=False):
+            chosen = dataclasses.replace(settings, n_best=n_best)
+
             def decode(source_ids, target_prefix_ids=None):
-                result = translate(model, source_ids, n_best=n_best, target_prefix_ids=target_prefix_ids,
-                                   **decode_settings)  # fmt: skip
+                result = translate(model, source_ids, chosen, target_prefix_ids=target_prefix_ids)
                 return result.ids, result.scores
 
             return tf.function(decode, input_signature=[spec, spec] if with_prefix else [spec], autograph=False)
@@ -148,7 +136,8 @@ class TranslationModule(tf.Module):
 
     @tf.function(
         input_signature=[
-            tf.TensorSpec([None], tf.string, name="inputs"), tf.TensorSpec([None], tf.string, name="target_prefixes")
+            tf.TensorSpec([None], tf.string, name="inputs"),
+            tf.TensorSpec([None], tf.string, name="target_prefixes"),
         ],
         autograph=False,
     )
@@ -208,7 +197,7 @@ class TranslationModule(tf.Module):
             end) for a row without tokens.
         """
         config = self.model.config
-        sources = rules.truncate_source_ragged(tokens, config.max_length, config.eos_id)  # the rows + EOS
+        sources = truncate_source_ragged(tokens, config.max_length, config.eos_id)  # the rows + EOS
         lengths = sources.row_lengths()
         has_tokens = lengths > 1  # more than the EOS
         # Longest first, input order among equals: the order TextTranslator batches them in.

@@ -18,9 +18,9 @@ from typing import Callable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import tensorflow as tf
 
+from tf_transformer.decoding.settings import is_int
 from tf_transformer.decoding.text import check_prefixes, check_sentences, translate_in_batches, warn_truncated
 from tf_transformer.export.exporter import EXPORT_CONFIG_FILE, next_version
-from tf_transformer.rules import is_int
 
 PathLike = Union[str, os.PathLike]
 

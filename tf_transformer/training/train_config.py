@@ -72,7 +72,7 @@ class TrainConfig(JsonConfig):
             logs one line. Needs a validation split; not supported with "multi_worker_mirrored".
         bleu_sentences: at most this many validation pairs are translated: the first ones in file order
             (after dropping pairs with an empty side), the same at every evaluation.
-        bleu_beam_size: beam width of those translations (length penalty 0.6, the paper's); 1 is greedy
+        bleu_beam_size: beam width of those translations (the paper's length penalty); 1 is greedy
             search, the fastest.
         keep_best: with `bleu_every`, keep the model with the highest validation BLEU so far in
             `model_dir/best` (a checkpoint of its weights and score, and `best.json`); a later evaluation

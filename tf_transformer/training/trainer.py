@@ -23,7 +23,7 @@ from tf_transformer.checkpoints import restore_newest_readable
 from tf_transformer.config import DECODE_FIELDS, ConfigError, TransformerConfig
 from tf_transformer.data.vocab import TOKENIZER_JSON
 from tf_transformer.decoding.text import TextTranslator
-from tf_transformer.decoding_settings import update_decoding_json
+from tf_transformer.decoding.settings import DecodingSettings, update_decoding_json
 from tf_transformer.model_dir import (
     BEST_DIR,
     BLEU_LOG_DIR,
@@ -683,7 +683,8 @@ def _validation_bleu(model, tokenizer, valid_corpus, train_config, model_dir) ->
         )
     beam_size = train_config.bleu_beam_size
     # One translator for the whole run: its traced decoder reads the variables, so it follows the training.
-    translator = TextTranslator(model, tokenizer, beam_size=beam_size, method="beam" if beam_size > 1 else "greedy")
+    settings = DecodingSettings(method="beam" if beam_size > 1 else "greedy", beam_size=beam_size)
+    translator = TextTranslator(model, tokenizer, settings)
     return ValidationBleu(
         translator,
         [source for source, _ in pairs],

@@ -3,6 +3,7 @@ into its decoding.json (what `tft-evaluate --tune_on=val` runs)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -12,8 +13,15 @@ from typing import Optional, Sequence, Union
 from tf_transformer.checkpoints import load_translation_model
 from tf_transformer.data.config import DataConfig
 from tf_transformer.data.sources import open_corpus
+from tf_transformer.decoding.settings import (
+    PAPER,
+    TUNED_LENGTH_PENALTIES,
+    DecodingSettings,
+    read_decoding_json,
+    require_settings,
+    settings_of_config,
+)
 from tf_transformer.decoding.text import translate_texts
-from tf_transformer.decoding_settings import EXTRA_DECODE_LENGTH, check_settings, read_decoding_json, settings_of_config
 from tf_transformer.evaluation import score_translations
 from tf_transformer.files import write_atomically
 from tf_transformer.model_dir import CONFIG_FILE, DATA_CONFIG_FILE, DECODING_FILE
@@ -21,28 +29,25 @@ from tf_transformer.model_dir import CONFIG_FILE, DATA_CONFIG_FILE, DECODING_FIL
 logger = logging.getLogger("tf_transformer")
 
 PathLike = Union[str, os.PathLike]
-# Around the paper's 0.6 and the Multi30k recipe's 1.5.
-LENGTH_PENALTIES = (0.0, 0.3, 0.6, 0.9, 1.2, 1.5, 2.0)
 
 
 def tune_length_penalty(
     model_dir: PathLike,
-    length_penalties: Sequence[float] = LENGTH_PENALTIES,
+    length_penalties: Sequence[float] = TUNED_LENGTH_PENALTIES,
+    settings: DecodingSettings = PAPER,
     *,
     checkpoint: Optional[PathLike] = None,
-    average_last: Optional[int] = None,
-    beam_size: int = 4,
     batch_tokens: int = 4096,
-    max_decode_length: Optional[int] = None,
-    extra_decode_length: int = EXTRA_DECODE_LENGTH,
-    max_decode_length_ratio: float = 1.0,
-    no_repeat_ngram_size: int = 0,
 ) -> dict:
     """Translates the validation split of `model_dir` (its data_config.json's) once per length penalty with beam
     search, keeps the one with the best BLEU (ties: the first in `length_penalties`) and writes it into
-    MODEL_DIR/decoding.json, the other settings kept (from the file, else from config.json). `max_decode_length`,
-    `extra_decode_length`, `max_decode_length_ratio` and `no_repeat_ngram_size` are the decoders' (tft-evaluate
-    passes decoding.json's).
+    MODEL_DIR/decoding.json, the other settings kept (from the file, else from config.json). The other
+    decoding settings are `settings`' (a beam search `DecodingSettings`; tft-evaluate passes decoding.json's);
+    its average_last, or `checkpoint`, chooses the weights.
+
+    Example:
+
+        tune_length_penalty("runs/multi30k", (1.0, 1.5, 2.0), COMMAND_DEFAULTS)["length_penalty"]  # e.g. 1.5
 
     Returns:
         {"length_penalty", "bleu_by_length_penalty", "sentences", "decoding_json"}.
@@ -54,22 +59,18 @@ def tune_length_penalty(
     """
     model_dir = pathlib.Path(model_dir)
     if not length_penalties:
-        raise ValueError("length_penalties: none given. Fix: pass a few, e.g. 0.6,1.0,1.5.")
-    for value in length_penalties:
-        check_settings({"length_penalty": value})
+        raise ValueError("length_penalties: none given. Fix: pass a few, e.g. 1.0,1.5,2.0.")
+    require_settings(settings)
+    tried = [dataclasses.replace(settings, method="beam", length_penalty=value) for value in length_penalties]
     data_file = model_dir / DATA_CONFIG_FILE
     if not data_file.is_file():
         raise FileNotFoundError(f"{data_file}: missing. Fix: pass a --model_dir written by tft-train.")
     pairs = list(open_corpus(DataConfig.from_json(data_file), "valid").pairs())
     sources, references = [source for source, _ in pairs], [target for _, target in pairs]
-    model, tokenizer, _ = load_translation_model(model_dir, checkpoint, average_last=average_last)
+    model, tokenizer, _ = load_translation_model(model_dir, checkpoint, average_last=settings.average_last)
     bleu = {}
-    for value in length_penalties:
-        results = translate_texts(
-            model, tokenizer, sources, beam_size=beam_size, length_penalty=value, batch_tokens=batch_tokens,
-            max_decode_length=max_decode_length, extra_decode_length=extra_decode_length,
-            max_decode_length_ratio=max_decode_length_ratio, no_repeat_ngram_size=no_repeat_ngram_size,
-        )  # fmt: skip
+    for value, each in zip(length_penalties, tried, strict=True):
+        results = translate_texts(model, tokenizer, sources, each, batch_tokens=batch_tokens)
         bleu[value] = score_translations([hypotheses[0][0] for hypotheses in results], references)["bleu"]
         logger.info("Length penalty %g: BLEU %.2f on %d validation sentences", value, bleu[value], len(sources))
     best = max(bleu, key=lambda value: bleu[value])  # the first of equal ones

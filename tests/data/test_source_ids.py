@@ -1,0 +1,27 @@
+"""tf_transformer.data.source_ids: the source rule's eager and graph forms agree."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tf_transformer.data.source_ids import truncate_source, truncate_source_ragged
+
+ROWS = [[], [5], [5, 6, 7], [5, 6, 7, 8], [5, 6, 7, 8, 9, 10, 11]]
+
+
+@pytest.mark.parametrize("max_length", [1, 2, 4, 5, 9])
+def test_the_eager_and_graph_forms_of_the_source_rule_agree(max_length):
+    eager = [truncate_source(np.array(row, np.int32), max_length, eos_id=2) for row in ROWS]
+    tokens = tf.ragged.constant(ROWS, dtype=tf.int32)
+    graph = tf.function(lambda t: truncate_source_ragged(t, max_length, 2))(tokens)
+    assert graph.to_list() == [row.tolist() for row in eager]
+    for row, ids in zip(ROWS, eager, strict=True):
+        # The rule itself: the first max_length - 1 tokens, then EOS; never longer than max_length.
+        assert ids.dtype == np.int32 and ids.tolist() == row[: max_length - 1] + [2]
+        assert len(ids) <= max(max_length, 1)
+
+
+def test_the_graph_form_keeps_the_row_splits_dtype():
+    tokens = tf.RaggedTensor.from_row_lengths(tf.constant([5, 6, 7], tf.int32), tf.constant([2, 1], tf.int32))
+    ids = truncate_source_ragged(tokens, 3, 2)
+    assert ids.row_splits.dtype == tf.int32 and ids.to_list() == [[5, 6, 2], [7, 2]]

@@ -1,0 +1,45 @@
+"""A bad decoding flag stops each command at once: one line naming the flag and the fix, exit status 1, and
+nothing read before it (the model directory's checkpoints here are unreadable, and no input exists)."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+MESSAGE = "error: --beam_size: must be an integer >= 1"
+
+
+@pytest.fixture(scope="module")
+def broken_model_dir(tmp_path_factory):
+    """A model directory whose every file but decoding.json is unreadable: loading it would fail first."""
+    path = tmp_path_factory.mktemp("early") / "run"
+    (path / "checkpoints").mkdir(parents=True)
+    (path / "checkpoints" / "checkpoint").write_text("not a checkpoint state\n")
+    (path / "checkpoints" / "ckpt-1.index").write_bytes(b"\x00garbage")
+    (path / "config.json").write_text("{ not json")
+    (path / "decoding.json").write_text(json.dumps({"beam_size": 4, "average_last": 5}))
+    return path
+
+
+@pytest.mark.parametrize(
+    "tool, flags",
+    [
+        ("translate.py", ["--input=/nonexistent/input.en"]),
+        ("evaluate.py", ["--sources=/nonexistent/sources.en", "--references=/nonexistent/references.de"]),
+        ("export.py", ["--export_dir=/nonexistent/exports"]),
+        ("plot_attention.py", ["--sentence=A dog runs.", "--output_dir=/nonexistent/plots"]),
+    ],
+)
+def test_a_bad_beam_size_is_refused_before_the_model_is_read(broken_model_dir, tool, flags):
+    command = [sys.executable, str(ROOT / "tools" / tool), f"--model_dir={broken_model_dir}", "--beam_size=0", *flags]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, env=ENV)
+    assert result.returncode == 1, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(MESSAGE), result.stderr[-2000:]
+    assert "Fix: set --beam_size to an integer >= 1" in errors[0]
+    assert "Traceback" not in result.stderr and result.stdout == ""
