@@ -22,8 +22,8 @@ from tf_transformer import data as data_lib
 from tf_transformer.checkpoints import restore_newest_readable
 from tf_transformer.config import DECODE_FIELDS, ConfigError, TransformerConfig
 from tf_transformer.data.vocab import TOKENIZER_JSON
-from tf_transformer.decoding.text import TextTranslator
 from tf_transformer.decoding.settings import DecodingSettings, update_decoding_json
+from tf_transformer.decoding.text import TextTranslator
 from tf_transformer.model_dir import (
     BEST_DIR,
     BLEU_LOG_DIR,
