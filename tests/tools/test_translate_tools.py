@@ -11,7 +11,9 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 from tf_transformer.decoding import DecodingSettings
 
@@ -213,7 +215,26 @@ def translated_in_process(model_dir, sources, **settings):
 N_BEST = ["--n_best=2", *DECODING]
 
 
-def test_translate_decodes_as_decoding_json_says_and_quietly(tuned, sources):
+@pytest.fixture(scope="module")
+def as_decoding_json_says(tuned, sources):
+    """translated_in_process with tuned's decoding.json (beam 2, length penalty 1.5, the last 2 averaged): once for
+    the tests that compare with it."""
+    return translated_in_process(tuned, sources, beam_size=2, length_penalty=1.5, method="beam", average_last=2)
+
+
+@pytest.fixture(scope="module")
+def with_length_penalty_0_6(tuned, sources):
+    return translated_in_process(tuned, sources, beam_size=2, length_penalty=0.6, average_last=2)
+
+
+def n_best_fields(text):
+    """`i ||| translation ||| score` lines as (i, translation, score)."""
+    fields = [re.fullmatch(r"(\d+) \|\|\| (.*) \|\|\| (-?\d+\.\d+)", line) for line in text.splitlines()]
+    assert fields and all(fields), text
+    return [(int(match.group(1)), match.group(2), float(match.group(3))) for match in fields]
+
+
+def test_translate_decodes_as_decoding_json_says_and_quietly(tuned, sources, as_decoding_json_says):
     result = run("translate.py", f"--model_dir={tuned}", *N_BEST, stdin="".join(line + "\n" for line in sources),
                  env=QUIET_ENV)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -223,18 +244,19 @@ def test_translate_decodes_as_decoding_json_says_and_quietly(tuned, sources):
     )
     # TF_CPP_MIN_LOG_LEVEL unset: not one line of TensorFlow's C++ log, and the translations are all there.
     assert not TF_LOG_LINE.search(result.stdout + result.stderr), result.stderr[-3000:]
-    expected = translated_in_process(tuned, sources, beam_size=2, length_penalty=1.5, method="beam", average_last=2)
-    assert result.stdout == expected
+    assert result.stdout == as_decoding_json_says
 
 
-def test_a_flag_beats_decoding_json_and_a_set_log_level_lets_tensorflows_log_through(tuned, sources):
+def test_a_flag_beats_decoding_json_and_a_set_log_level_lets_tensorflows_log_through(
+    tuned, sources, as_decoding_json_says, with_length_penalty_0_6
+):
     result = run("translate.py", f"--model_dir={tuned}", "--length_penalty=0.6", *N_BEST,
                  stdin="".join(line + "\n" for line in sources),
                  env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"})  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert "beam_size=2 (decoding.json), length_penalty=0.6 (flag)" in result.stderr
-    assert result.stdout == translated_in_process(tuned, sources, beam_size=2, length_penalty=0.6, average_last=2)
-    assert result.stdout != translated_in_process(tuned, sources, beam_size=2, length_penalty=1.5, average_last=2)
+    assert result.stdout == with_length_penalty_0_6
+    assert result.stdout != as_decoding_json_says
     assert TF_LOG_LINE.search(result.stderr), result.stderr[-3000:]  # the user set the level: nothing hidden
 
 
@@ -256,29 +278,71 @@ def test_alignments_need_a_model_directory(tmp_path):
     assert "error: --alignment_layer: only with --with_alignments. Fix:" in result.stderr
 
 
-def test_export_takes_its_settings_from_decoding_json(tuned, tmp_path):
+def test_export_takes_its_settings_from_decoding_json(
+    tuned, sources, tmp_path, as_decoding_json_says, with_length_penalty_0_6
+):
     result = run("export.py", f"--model_dir={tuned}", f"--export_dir={tmp_path / 'exports'}", "--max_decode_length=8")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Decoding: beam_size=2 (decoding.json), length_penalty=1.5 (decoding.json), average_last=2" in result.stderr
     recorded = json.loads((tmp_path / "exports" / "1" / "assets" / "export_config.json").read_text())
     assert (recorded["beam_size"], recorded["length_penalty"], recorded["average_last"]) == (2, 1.5, 2)
 
+    # And it decodes so: its 2 best (beam 2) are those of the model directory's averaged weights at length
+    # penalty 1.5, scores included (length-penalised: 0.6 gives other scores to the same translations).
+    from tf_transformer.decoding.text import format_results
+    from tf_transformer.export import translate_with_saved_model
 
-def test_evaluate_tunes_the_length_penalty_on_val_into_decoding_json(model_dir, tmp_path):
+    served = translate_with_saved_model(tmp_path / "exports" / "1", sources, n_best=2)
+    served = n_best_fields("".join(line + "\n" for line in format_results(served, scored=True)))
+    expected, other = n_best_fields(as_decoding_json_says), n_best_fields(with_length_penalty_0_6)
+    assert [(i, text) for i, text, _ in served] == [(i, text) for i, text, _ in expected]
+    assert [score for *_, score in served] == pytest.approx([score for *_, score in expected], abs=2e-4)
+    assert [score for *_, score in served] != pytest.approx([score for *_, score in other], abs=2e-4)
+
+
+def test_evaluate_tunes_the_length_penalty_on_val_into_decoding_json(model_dir, corpus, tmp_path):
+    from sacrebleu.metrics import BLEU
+
+    from tf_transformer.checkpoints import load_translation_model
+    from tf_transformer.decoding.text import translate_texts
+
     path = tmp_path / "run"
     shutil.copytree(model_dir, path)
-    before = {"beam_size": 2, "length_penalty": 1.5, "method": "beam", "average_last": 2}
+    # no_repeat_ngram_size=1 and 20 tokens: the 4-step model, kept from repeating its favourite piece, ends some
+    # hypotheses early, so that length penalties 0 and 10 choose different translations (at 8 tokens with
+    # repeats allowed every hypothesis has the longest length, and any length penalty gives the same outputs).
+    before = {"beam_size": 2, "length_penalty": 1.5, "method": "beam", "average_last": 2, "no_repeat_ngram_size": 1}
     (path / "decoding.json").write_text(json.dumps(before), encoding="utf-8")
-    result = run("evaluate.py", f"--model_dir={path}", "--tune_on=val", "--tune_length_penalties=0.6,1.5", *DECODING)
+    sources = corpus["valid_en"].read_text(encoding="utf-8").splitlines()
+    model, tokenizer, _ = load_translation_model(path, average_last=2)
+
+    def translated(length_penalty):
+        results = translate_texts(model, tokenizer, sources, beam_size=2, length_penalty=length_penalty,
+                                  max_decode_length=20, no_repeat_ngram_size=1)  # fmt: skip
+        return [hypotheses[0][0] for hypotheses in results]
+
+    outputs = {penalty: translated(penalty) for penalty in (0.0, 10.0)}
+    assert sum(a != b for a, b in zip(outputs[0.0], outputs[10.0], strict=True)) >= 3, outputs
+    # The validation references: the model's own translations at length penalty 10 (their whitespace made single
+    # spaces, so that none holds a line break), so 10, the second candidate, must win over 0.
+    references = [" ".join(line.split()) for line in outputs[10.0]]
+    write_lines(path / "valid.de", references)
+    data_config = json.loads((path / "data_config.json").read_text())
+    (path / "data_config.json").write_text(json.dumps({**data_config, "valid_target": str(path / "valid.de")}))
+    expected = {str(penalty): BLEU().corpus_score(outputs[penalty], [references]).score for penalty in outputs}
+    assert expected["10.0"] > expected["0.0"], expected
+
+    result = run("evaluate.py", f"--model_dir={path}", "--tune_on=val", "--tune_length_penalties=0.0,10.0",
+                 "--max_decode_length=20")  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert "beam_size=2 (decoding.json)" in result.stderr and "average_last=2 (decoding.json)" in result.stderr
     tuned = json.loads(result.stdout)
     bleu = tuned["bleu_by_length_penalty"]
-    assert list(bleu) == ["0.6", "1.5"] and tuned["sentences"] == 20  # the 20 validation pairs of the run
-    best = 0.6 if bleu["0.6"] >= bleu["1.5"] else 1.5  # ties go to the first
-    assert tuned["length_penalty"] == best
+    assert list(bleu) == ["0.0", "10.0"] and tuned["sentences"] == 20  # the 20 validation pairs of the run
+    assert bleu == pytest.approx(expected, abs=1e-6)  # each candidate decoded with its own length penalty
+    assert tuned["length_penalty"] == 10.0
     # Only the length penalty changes.
-    assert json.loads((path / "decoding.json").read_text()) == {**before, "length_penalty": best}
+    assert json.loads((path / "decoding.json").read_text()) == {**before, "length_penalty": 10.0}
 
 
 def test_score_writes_a_line_per_pair_and_ranks_the_models_own_translation_first(corpus, tuned, sources, tmp_path):
@@ -425,3 +489,96 @@ def test_train_lowercase_makes_a_model_that_folds_case_in_and_writes_lowercase_o
     count = len(cased)
     assert outputs[:count] == outputs[count : 2 * count] == outputs[2 * count :]
     assert all(line == line.lower() for line in outputs)
+    # Trained for 2 steps it gives every sentence the same translation, so the above would hold without the folding
+    # too. Log-probabilities do differ from source to source: a sentence scores the same target equally as it is,
+    # lowercased and uppercased, and another sentence scores it otherwise.
+    targets = corpus["valid_de"].read_text(encoding="utf-8").splitlines()[:count]
+    others = cased[1:] + cased[:1]
+    source_file = write_lines(tmp_path / "pairs.en", lines + others)
+    target_file = write_lines(tmp_path / "pairs.de", targets * 4)
+    scored = run("score.py", f"--model_dir={path}", f"--sources={source_file}", f"--targets={target_file}")
+    assert scored.returncode == 0, scored.stderr[-3000:]
+    log_probs = [float(line.split("\t")[0]) for line in scored.stdout.splitlines()]
+    assert len(log_probs) == 4 * count, scored.stdout
+    as_is, lowered, uppered, other = (log_probs[k * count : (k + 1) * count] for k in range(4))
+    assert lowered == pytest.approx(as_is, abs=1e-4) and uppered == pytest.approx(as_is, abs=1e-4)
+    assert all(abs(a - b) > 1e-3 for a, b in zip(as_is, other, strict=True)), (as_is, other)
+
+
+def test_translate_and_evaluate_quantize_to_int8_as_in_process(model_dir, corpus, sources, tmp_path):
+    from tf_transformer.checkpoints import load_translation_model
+    from tf_transformer.decoding.text import format_results, translate_texts
+    from tf_transformer.evaluation.bleu import score_translations
+    from tf_transformer.quantization import quantize_model
+
+    model, tokenizer, _ = load_translation_model(model_dir)
+    settings = dict(n_best=2, max_decode_length=8, no_repeat_ngram_size=4)  # tft-translate's, as decoding.json says
+
+    def decoded(model):
+        return translate_texts(model, tokenizer, sources, **settings)
+
+    float32 = decoded(model)
+    int8 = decoded(quantize_model(model, "int8"))
+    result = run("translate.py", f"--model_dir={model_dir}", "--quantize=int8", *N_BEST,
+                 stdin="".join(line + "\n" for line in sources))  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    served = n_best_fields(result.stdout)
+    expected = n_best_fields("".join(line + "\n" for line in format_results(int8, scored=True)))
+    unquantized = n_best_fields("".join(line + "\n" for line in format_results(float32, scored=True)))
+    assert [(i, text) for i, text, _ in served] == [(i, text) for i, text, _ in expected]
+    assert [score for *_, score in served] == pytest.approx([score for *_, score in expected], abs=2e-4)
+    # The int8 weights give other scores than the float32 ones (so the flag was not ignored).
+    assert [score for *_, score in served] != pytest.approx([score for *_, score in unquantized], abs=2e-4)
+
+    # tft-evaluate --model_dir --quantize=int8: its BLEU and token counts are those of the int8 translations.
+    real = [sentence for sentence in sources if sentence.strip()]
+    references = corpus["valid_de"].read_text(encoding="utf-8").splitlines()[: len(real)]
+    evaluated = run("evaluate.py", f"--model_dir={model_dir}", "--quantize=int8", *DECODING,
+                    f"--sources={write_lines(tmp_path / 'sources.en', real)}",
+                    f"--references={write_lines(tmp_path / 'references.de', references)}")  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    scores = json.loads(evaluated.stdout)
+    settings["n_best"] = 1
+    quantized = quantize_model(load_translation_model(model_dir)[0], "int8")
+    hypotheses = [hypotheses[0][0] for hypotheses in translate_texts(quantized, tokenizer, real, **settings)]
+    expected = score_translations(hypotheses, references)
+    assert scores["sentences"] == len(real)
+    for key in ("bleu", "chrf", "hypothesis_tokens", "reference_tokens"):
+        assert scores[key] == pytest.approx(expected[key], abs=1e-6), key
+
+
+def test_train_fine_tunes_from_a_model_dir_with_the_budget_schedule_on(model_dir, corpus, tmp_path):
+    # --init_from: the source's config, vocabulary and weights, a fresh optimizer; --budget_schedule=on without a
+    # time limit: the learning rate decays to zero at train_steps.
+    path = tmp_path / "fine_tuned"
+    result = run(
+        "train.py", f"--init_from={model_dir}", f"--model_dir={path}", "--dataset=files",
+        f"--train_source={corpus['train_en']}", f"--train_target={corpus['train_de']}", "--batch_tokens=512",
+        "--seed=2", "--train_steps=2", "--checkpoint_every=1", "--keep_checkpoints=5", "--budget_schedule=on",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name in ("spm.model", "spm.vocab", "tokenizer.json"):  # the source's vocabulary, as it is
+        assert (path / "vocab" / name).read_bytes() == (model_dir / "vocab" / name).read_bytes(), name
+    saved = json.loads((path / "train_config.json").read_text())
+    record = saved["initialized_from"]
+    assert pathlib.Path(record["model_dir"]).resolve() == model_dir.resolve() and record["step"] == 4, record
+    assert record["checkpoint"].endswith("ckpt-4"), record
+    # Its step counts from 0, and its weights are the source's moved by one update of a warming-up learning rate
+    # (a model started afresh, here from another seed than the source's, is nowhere near them).
+    from tf_transformer.checkpoints import load_translation_model
+
+    reader = tf.train.load_checkpoint(str(path / "checkpoints" / "ckpt-1"))
+    assert int(reader.get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE")) == 1
+    source = load_translation_model(model_dir, checkpoint=model_dir / "checkpoints" / "ckpt-4")[0]
+    tuned = load_translation_model(path, checkpoint=path / "checkpoints" / "ckpt-1")[0]
+    assert len(source.trainable_variables) == len(tuned.trainable_variables) > 10
+    moved = [
+        np.abs(after.numpy() - before.numpy()).max()
+        for before, after in zip(source.trainable_variables, tuned.trainable_variables, strict=True)
+    ]
+    assert max(moved) < 0.01 and max(moved) > 0, moved
+    # The budget schedule: a plan that ends at train_steps, its decay over the last step.
+    plan = saved["budget"]
+    assert saved["budget_schedule"] == "on" and saved["time_limit_minutes"] is None
+    assert (plan["time_limit_minutes"], plan["segment_start"], plan["end_step"], plan["decay_start"]) == (None, 0, 2, 1)
+    assert (path / "checkpoints" / "ckpt-2.index").is_file()

@@ -2,6 +2,7 @@
 fake clock, the restarts' plans, and a tiny time-limited run whose learning rate ends near zero."""
 
 import json
+import time
 
 import keras
 import numpy as np
@@ -352,43 +353,79 @@ def tiny_model_and_data(small_corpus, **model_changes):
     return model, data
 
 
-def test_a_time_limited_run_ends_its_learning_rate_near_zero_and_says_what_it_planned(tmp_path, small_corpus):
-    model, data = tiny_model_and_data(small_corpus)
-    # budget_schedule left at its default, "auto": a time limit is enough.
-    limited = TrainConfig(
-        model_dir=str(tmp_path), train_steps=100_000, time_limit_minutes=0.4, checkpoint_every=200, log_every=5, seed=1
-    )
-    # One step without a limit first: the vocabulary and the first tracing, which the limit would count, are done.
-    train(model, data, limited.replace(train_steps=1, time_limit_minutes=None))
-    result = train(model, data, limited)
+def dropout_states(checkpoint):
+    """The dropout seed generators' states a training checkpoint holds (tf_transformer.training.resume_state): each
+    generator's counter advances by one for every call of its dropout layer at a positive rate, none at rate 0."""
+    reader = tf.train.load_checkpoint(checkpoint)
+    names = sorted(name for name in reader.get_variable_to_shape_map() if name.startswith("input_state/random/"))
+    return np.stack([reader.get_tensor(name).astype(np.int64) for name in names])
+
+
+def test_a_time_limited_run_ends_its_learning_rate_at_zero_then_a_new_segment_chooses_its_dropout_and_trains_on(
+    tmp_path, small_corpus, monkeypatch
+):
+    # One model_dir, three runs: a step to build the vocabulary and trace, a time-limited run that ends at its
+    # planned end, and a new segment whose limit it does not reach (its plan ends at train_steps).
+    model, data = tiny_model_and_data(small_corpus, dropout_by_epochs="0:0.3,1000:0.1")
+    rates_set = []  # every dropout set on the trained model (its build at the rule's highest rate, then 0, ...)
+    set_dropout = tft.Transformer.set_dropout
+
+    def recording_set_dropout(self, rate):
+        rates_set.append(rate)
+        set_dropout(self, rate)
+
+    monkeypatch.setattr(tft.Transformer, "set_dropout", recording_set_dropout)
+    # budget_schedule left at its default, "auto": a time limit is enough. log_every=1: the last steps' rates.
+    # checkpoint_every=1000: no epoch-end pause (a checkpoint) inside the limited run.
+    config = TrainConfig(model_dir=str(tmp_path), train_steps=100_000, checkpoint_every=1000, log_every=1, seed=1)
+    # One step without a limit first: the vocabulary is built. The limit counts the start of the run (reading,
+    # building, tracing: 13 s on an idle machine, 30 s on a busy one), so it is this step's time and 15 s more: the
+    # limited run has about 15 s of steps however fast the machine, and reaches its first prediction.
+    started = time.monotonic()
+    first = train(model, data, config.replace(train_steps=1))
+    limit_minutes = round((time.monotonic() - started + 15) / 60, 3)
+    result = train(model, data, config.replace(time_limit_minutes=limit_minutes))
     plan = read_plan(tmp_path / "train_config.json")
     assert result.status == "time_limit" and plan.frozen and result.step == plan.end_step, plan
     assert result.planned_end == plan.end_step  # tft-train then says the plan, not the clock, ended it
     assert (plan.segment_start, plan.rewarm_steps) == (1, 0)  # a model_dir without a plan keeps its rate's level
     # The decay spans the last 20% of the predicted steps, or fewer when slower steps moved the end earlier.
     assert plan.decay_start < plan.end_step
-    rates = learning_rates(tmp_path)
-    assert len(rates) >= 4 and rates[-1] <= 0.2 * max(rates), rates
-    # Run again: a new segment after the planned end, re-warmed, planned for its own limit.
-    again = train(model, data, limited.replace(time_limit_minutes=0.15))
+    assert plan.dropout == 0.3  # chosen at the first prediction too
+    # The logged rates against the paper's schedule (NumPy, the model's d_model, warmup and scale), undecayed.
+    end, decay_start = plan.end_step, plan.decay_start
+    rates = learning_rates(tmp_path)  # one a step, from step 1 (the warm-up run's) to the end
+    undecayed = [paper_rate(step, 32, 20, model.learning_rate_scale) for step in range(1, end + 1)]
+    assert len(rates) == end, (len(rates), end)
+    assert all(rate <= reference * (1 + 1e-5) for rate, reference in zip(rates, undecayed, strict=True))
+    # The plan is final from the step before the end at the latest (the end is only set at an earlier step):
+    # the last update's rate is the schedule's divided by the decay's length, and the rate is zero at the end.
+    assert rates[end - 2] == pytest.approx(undecayed[end - 2] / (end - decay_start), rel=1e-4), (plan, rates[-5:])
+    assert rates[end - 1] == 0.0 and undecayed[end - 1] > 0.01 * max(undecayed), rates[-5:]
+
+    # Run again, with a limit it does not reach and 150 steps more: a new segment after the planned end, re-warmed,
+    # planned for its own limit, first predicted after 100 timed steps.
+    rates_set.clear()
+    again = train(model, data, config.replace(train_steps=end + 150, time_limit_minutes=10))
     second = read_plan(tmp_path / "train_config.json")
+    batches = json.loads((tmp_path / "data_report.json").read_text())["num_batches"]
     assert (second.segment_start, second.rewarm_steps) == (plan.end_step, 5)
     assert again.start_step == plan.end_step and again.step > plan.end_step
-    assert json.loads((tmp_path / "train_config.json").read_text())["time_limit_minutes"] == 0.15
-
-
-def test_a_time_limited_run_chooses_its_dropout_at_its_first_prediction_and_trains_on(tmp_path, small_corpus):
-    # A limit the run does not reach: the plan ends at train_steps (150), first predicted after 100 timed steps.
-    model, data = tiny_model_and_data(small_corpus, dropout_by_epochs="0:0.3,1000:0.1")
-    config = TrainConfig(
-        model_dir=str(tmp_path), train_steps=150, time_limit_minutes=5, checkpoint_every=50, log_every=5, seed=1
-    )
-    result = train(model, data, config)
-    plan = read_plan(tmp_path / "train_config.json")
-    batches = json.loads((tmp_path / "data_report.json").read_text())["num_batches"]
-    # Chosen once, mid-run (the training function traced again), for the 150 steps' epochs: below 1,000, so 0.3.
-    assert result.status == "completed" and result.step == 150 and 100 <= plan.predicted_at_step < 150, plan
-    assert (plan.end_step, plan.dropout, plan.epochs) == (150, 0.3, round(150 / batches, 2)), plan
+    assert json.loads((tmp_path / "train_config.json").read_text())["time_limit_minutes"] == 10
+    # Chosen once, mid-run (the training function traced again), for the end's epochs: below 1,000, so 0.3.
+    assert again.status == "completed" and again.step == end + 150, second
+    assert 100 <= second.predicted_at_step - end < 150, second
+    assert (second.end_step, second.dropout, second.epochs) == (end + 150, 0.3, round((end + 150) / batches, 2))
+    # The model trained with it: set on the model (after its build's 0.3 and 0), and every dropout layer drew
+    # masks at every step after the choice and at none before it (their random states advanced by a multiple of
+    # those steps; they do not advance at rate 0).
+    assert rates_set == [0.0, 0.3], rates_set
+    dropout_steps = end + 150 - second.predicted_at_step
+    advanced = dropout_states(again.checkpoint) - dropout_states(result.checkpoint)
+    assert np.all(advanced[:, 0] == 0) and np.all(advanced[:, 1] % dropout_steps == 0), (advanced, dropout_steps)
+    assert np.count_nonzero(advanced[:, 1]) >= 3, advanced  # the embeddings' and a layer's residual dropouts
+    # The first segment drew masks too (after its own choice), the warm-up step none (dropout 0 until a plan).
+    assert np.any(dropout_states(result.checkpoint) != dropout_states(first.checkpoint))
     # config.json keeps the recipe (the rule and the config's dropout); the plan says what the run trained at.
     saved = json.loads((tmp_path / "config.json").read_text())
     assert (saved["dropout"], saved["dropout_by_epochs"]) == (0.0, "0:0.3,1000:0.1")

@@ -1,6 +1,7 @@
 """A run stopped and resumed trains on the batches, with the dropout masks, of the run that went straight through."""
 
 import logging
+import shutil
 import types
 
 import numpy as np
@@ -33,7 +34,17 @@ def data(small_corpus, tmp_path_factory):
     )  # fmt: skip
 
 
-def run(model_dir, data, train_steps):
+@pytest.fixture(scope="module")
+def vocabulary(data, tmp_path_factory):
+    """The data's vocabulary, built once for the module: the runs find it in their model_dir (as a restart does)."""
+    path = tmp_path_factory.mktemp("resume_vocab") / "vocab"
+    build_vocabulary(data, path)
+    return path
+
+
+def run(model_dir, data, train_steps, vocabulary):
+    if not (model_dir / "vocab").exists():
+        shutil.copytree(vocabulary, model_dir / "vocab")
     return train(
         MODEL, data, TrainConfig(model_dir=str(model_dir), train_steps=train_steps, checkpoint_every=10, seed=1,
                                  deterministic=True),
@@ -46,11 +57,11 @@ def model_tensors(checkpoint_path):
     return {name: reader.get_tensor(name) for name in names}
 
 
-def test_40_steps_straight_equal_15_then_25_after_a_restart(tmp_path, data, caplog):
-    straight = run(tmp_path / "straight", data, STEPS)
-    stopped = run(tmp_path / "resumed", data, 15)  # mid-period: checkpoint_every is 10
+def test_40_steps_straight_equal_15_then_25_after_a_restart(tmp_path, data, vocabulary, caplog):
+    straight = run(tmp_path / "straight", data, STEPS, vocabulary)
+    stopped = run(tmp_path / "resumed", data, 15, vocabulary)  # mid-period: checkpoint_every is 10
     with caplog.at_level(logging.INFO, logger="tf_transformer"):
-        resumed = run(tmp_path / "resumed", data, STEPS)
+        resumed = run(tmp_path / "resumed", data, STEPS, vocabulary)
     assert "skipping the 15 batches already trained on" in caplog.text
     assert "not scanned again" in caplog.text  # the restart reuses the run's data_report.json
     assert (stopped.step, resumed.start_step, resumed.step, straight.step) == (15, 15, STEPS, STEPS)
@@ -66,9 +77,8 @@ def test_40_steps_straight_equal_15_then_25_after_a_restart(tmp_path, data, capl
     assert any(not np.allclose(moved[name], value, atol=1e-6) for name, value in expected.items())
 
 
-def test_a_resumed_stream_is_the_uninterrupted_stream_from_its_position(tmp_path, data):
-    tokenizer = build_vocabulary(data, tmp_path / "vocab")
-    tokenizer = Tokenizer.from_directory(tmp_path / "vocab")
+def test_a_resumed_stream_is_the_uninterrupted_stream_from_its_position(data, vocabulary):
+    tokenizer = Tokenizer.from_directory(vocabulary)
     whole = list(make_dataset(data, tokenizer).take(30).as_numpy_iterator())
     rest = list(make_dataset(data, tokenizer, skip_batches=12).take(18).as_numpy_iterator())
     for expected, actual in zip(whole[12:], rest, strict=True):
@@ -110,10 +120,10 @@ def test_a_checkpoint_without_input_state_resumes_at_its_step(tmp_path):
         np.testing.assert_array_equal(variable.numpy(), value)
 
 
-def test_a_saved_data_report_is_reused_only_for_the_same_corpus(tmp_path, data):
+def test_a_saved_data_report_is_reused_only_for_the_same_corpus(tmp_path, data, vocabulary):
     from tf_transformer.data import open_corpus, scan_lengths
 
-    tokenizer = build_vocabulary(data, tmp_path / "vocab")
+    tokenizer = Tokenizer.from_directory(vocabulary)
     corpus = open_corpus(data, "train")
     report = scan_lengths(data, tokenizer, corpus=corpus)
     path = tmp_path / "data_report.json"

@@ -266,16 +266,25 @@ def test_subword_sampling_is_refused_where_batches_must_repeat(tmp_path, small_c
 
 
 def test_a_run_with_subword_sampling_trains_and_its_training_tokenizer_samples(tmp_path, small_corpus):
+    import shutil
+
     from tf_transformer.training.trainer import _training_tokenizer
 
+    data = data_config(small_corpus, deterministic=False, valid_source=str(small_corpus["valid_en"]),
+                       valid_target=str(small_corpus["valid_de"]))  # fmt: skip
     result = train(
         MODEL.replace(subword_nbest_size=-1, subword_alpha=0.1),
-        data_config(small_corpus, deterministic=False, valid_source=str(small_corpus["valid_en"]),
-                    valid_target=str(small_corpus["valid_de"])),
-        TrainConfig(model_dir=str(tmp_path), train_steps=4, checkpoint_every=4, seed=1),
+        data,
+        TrainConfig(model_dir=str(tmp_path / "sampled"), train_steps=4, checkpoint_every=4, seed=1),
     )
     assert result.status == "completed" and result.step == 4 and np.isfinite(result.history["val_loss"][-1])
-    tokenizer = Tokenizer.from_directory(tmp_path / "vocab")
+    # The run trained on sampled cuts: the same run on the one best cut (same seed, vocabulary, batches' order)
+    # ends with other weights. (Without sampling, two such runs end with the same weights.)
+    shutil.copytree(tmp_path / "sampled" / "vocab", tmp_path / "best_cut" / "vocab")
+    best_cut = train(MODEL, data, TrainConfig(model_dir=str(tmp_path / "best_cut"), train_steps=4, checkpoint_every=4,
+                                              seed=1))  # fmt: skip
+    assert best_cut.step == 4 and best_cut.weights_digest != result.weights_digest
+    tokenizer = Tokenizer.from_directory(tmp_path / "sampled" / "vocab")
     assert _training_tokenizer(tokenizer, MODEL) is tokenizer  # off: the one best cut
     sampling = _training_tokenizer(tokenizer, MODEL.replace(subword_nbest_size=-1, subword_alpha=0.1))
     sentence = "Two young, White males are outside near many bushes."
