@@ -1,6 +1,7 @@
 """tools/average_checkpoints.py, tools/translate.py and tools/evaluate.py as users run them, on a model trained
 for 4 steps with tools/train.py (it translates badly: only the plumbing is tested, not the quality)."""
 
+import dataclasses
 import gzip
 import json
 import logging
@@ -317,8 +318,9 @@ def test_evaluate_tunes_the_length_penalty_on_val_into_decoding_json(model_dir, 
     model, tokenizer, _ = load_translation_model(path, average_last=2)
 
     def translated(length_penalty):
-        results = translate_texts(model, tokenizer, sources, beam_size=2, length_penalty=length_penalty,
-                                  max_decode_length=20, no_repeat_ngram_size=1)  # fmt: skip
+        settings = DecodingSettings(beam_size=2, length_penalty=length_penalty, max_decode_length=20,
+                                    no_repeat_ngram_size=1)  # fmt: skip
+        results = translate_texts(model, tokenizer, sources, settings)
         return [hypotheses[0][0] for hypotheses in results]
 
     outputs = {penalty: translated(penalty) for penalty in (0.0, 10.0)}
@@ -512,10 +514,11 @@ def test_translate_and_evaluate_quantize_to_int8_as_in_process(model_dir, corpus
     from tf_transformer.quantization import quantize_model
 
     model, tokenizer, _ = load_translation_model(model_dir)
-    settings = dict(n_best=2, max_decode_length=8, no_repeat_ngram_size=4)  # tft-translate's, as decoding.json says
+    # tft-translate's, as decoding.json says
+    settings = DecodingSettings(n_best=2, max_decode_length=8, no_repeat_ngram_size=4)
 
     def decoded(model):
-        return translate_texts(model, tokenizer, sources, **settings)
+        return translate_texts(model, tokenizer, sources, settings)
 
     float32 = decoded(model)
     int8 = decoded(quantize_model(model, "int8"))
@@ -538,9 +541,9 @@ def test_translate_and_evaluate_quantize_to_int8_as_in_process(model_dir, corpus
                     f"--references={write_lines(tmp_path / 'references.de', references)}")  # fmt: skip
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     scores = json.loads(evaluated.stdout)
-    settings["n_best"] = 1
+    settings = dataclasses.replace(settings, n_best=1)
     quantized = quantize_model(load_translation_model(model_dir)[0], "int8")
-    hypotheses = [hypotheses[0][0] for hypotheses in translate_texts(quantized, tokenizer, real, **settings)]
+    hypotheses = [hypotheses[0][0] for hypotheses in translate_texts(quantized, tokenizer, real, settings)]
     expected = score_translations(hypotheses, references)
     assert scores["sentences"] == len(real)
     for key in ("bleu", "chrf", "hypothesis_tokens", "reference_tokens"):

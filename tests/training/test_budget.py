@@ -370,9 +370,9 @@ def test_a_time_limited_run_ends_its_learning_rate_at_zero_then_a_new_segment_ch
     rates_set = []  # every dropout set on the trained model (its build at the rule's highest rate, then 0, ...)
     set_dropout = tft.Transformer.set_dropout
 
-    def recording_set_dropout(self, rate):
+    def recording_set_dropout(self, rate, **options):
         rates_set.append(rate)
-        set_dropout(self, rate)
+        set_dropout(self, rate, **options)
 
     monkeypatch.setattr(tft.Transformer, "set_dropout", recording_set_dropout)
     # budget_schedule left at its default, "auto": a time limit is enough. log_every=1: the last steps' rates.
