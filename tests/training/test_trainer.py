@@ -26,7 +26,11 @@ from tf_transformer.training import (
 from tf_transformer.training.callbacks import CheckpointEveryEpoch, StopAtTimeLimit
 from tf_transformer.training.trainer import _check_settings
 
-MODEL = tft.TransformerConfig.from_preset("tiny").replace(d_model=32, d_ff=64, dropout=0.0)
+# One layer a side: these tests are about the run (strategies, restarts, limits), and each train() call's cost is
+# mostly tracing, which grows with the layers.
+MODEL = tft.TransformerConfig.from_preset("tiny").replace(
+    d_model=32, d_ff=64, num_encoder_layers=1, num_decoder_layers=1, dropout=0.0
+)
 
 
 def data_config(corpus, **changes):
@@ -91,49 +95,51 @@ def test_mirrored_on_two_cpu_devices_follows_the_one_device_loss_curve(tmp_path,
     assert one_device["loss"][-1] < one_device["loss"][0]  # it does learn
 
 
-def test_a_diverging_run_stops_with_a_clear_error_and_keeps_the_last_good_checkpoint(tmp_path, small_corpus):
-    data = data_config(small_corpus, deterministic=False)
-    train(MODEL, data, TrainConfig(model_dir=str(tmp_path), train_steps=4, checkpoint_every=2, seed=1))
-    # Resuming with a learning rate this high blows the weights up on the first update.
+def test_one_model_dir_through_a_time_limit_other_settings_a_divergence_and_the_same_command_going_on(
+    tmp_path, small_corpus
+):
+    """One directory, three train() calls (each costs a trace): a time limit, refused restarts, a diverging resume
+    that keeps the last good checkpoint, and the same command going on to the end."""
+    data = data_config(small_corpus)
+    # A limit already passed when training starts: the first step ends the run.
+    limited = TrainConfig(model_dir=str(tmp_path), train_steps=4, checkpoint_every=2, seed=1, time_limit_minutes=1e-6)
+    first = train(MODEL, data, limited)
+    assert (first.status, first.start_step, first.step) == ("time_limit", 0, 1)
+    assert first.checkpoint.endswith("ckpt-1")
+    assert json.loads((tmp_path / "train_config.json").read_text())["time_limit_minutes"] == 1e-6
+
+    # A restart with another model or data is refused before anything runs.
+    with pytest.raises(ConfigError, match=r"different settings in config.json \(d_model: 32 -> 64\).*Fix"):
+        train(MODEL.replace(d_model=64), data, limited)
+    with pytest.raises(ConfigError, match="different settings in data_config.json.*batch_tokens"):
+        train(MODEL, data_config(small_corpus, batch_tokens=2048), limited)
+    # A data_config.json written before a field existed (here `lowercase`) passes the restart check: the field
+    # counts as its default; the same field saved with another value is still refused.
+    original = (tmp_path / "data_config.json").read_text()
+    saved = json.loads(original)
+    del saved["lowercase"]
+    (tmp_path / "data_config.json").write_text(json.dumps(saved))
+    _check_settings(MODEL, data, limited, multi_worker=False)
+    (tmp_path / "data_config.json").write_text(json.dumps({**saved, "lowercase": True}))
+    with pytest.raises(ConfigError, match=r"different settings in data_config.json \(lowercase: True -> False\)"):
+        _check_settings(MODEL, data, limited, multi_worker=False)
+    (tmp_path / "data_config.json").write_text(original)
+
+    # Resuming with a learning rate this high blows the weights up within a few updates (no checkpoint in between
+    # here); a longer train_steps passes the restart check (training longer is allowed).
     exploding = MODEL.replace(learning_rate_scale=1e6, warmup_steps=1)
-    with pytest.raises(TrainingDiverged, match="NaN or infinite.*last good checkpoint.*ckpt-4.*Fix"):
-        train(exploding, data, TrainConfig(model_dir=str(tmp_path), train_steps=40, checkpoint_every=2, seed=1))
+    with pytest.raises(TrainingDiverged, match="NaN or infinite.*last good checkpoint.*ckpt-1.*Fix"):
+        train(exploding, data, limited.replace(train_steps=40, checkpoint_every=100, time_limit_minutes=60.0))
     latest = tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
-    assert latest.endswith("ckpt-4")
+    assert latest.endswith("ckpt-1")
     reader = tf.train.load_checkpoint(latest)
     for name, _ in tf.train.list_variables(latest):
         if name.startswith("model/") and name.endswith("VARIABLE_VALUE"):
             assert np.isfinite(reader.get_tensor(name)).all(), name
-    # The fix the message gives works: resume with a sane learning rate.
-    resumed = train(MODEL, data, TrainConfig(model_dir=str(tmp_path), train_steps=6, checkpoint_every=2, seed=1))
-    assert (resumed.start_step, resumed.step) == (4, 6)
 
-
-def test_a_model_dir_refuses_a_restart_with_other_settings(tmp_path, small_corpus):
-    train_config = TrainConfig(model_dir=str(tmp_path), train_steps=2, checkpoint_every=2, seed=1)
-    train(MODEL, data_config(small_corpus), train_config)
-    with pytest.raises(ConfigError, match=r"different settings in config.json \(d_model: 32 -> 64\).*Fix"):
-        train(MODEL.replace(d_model=64), data_config(small_corpus), train_config)
-    with pytest.raises(ConfigError, match="different settings in data_config.json.*batch_tokens"):
-        train(MODEL, data_config(small_corpus, batch_tokens=2048), train_config)
-    longer = train(
-        MODEL,
-        data_config(small_corpus),
-        TrainConfig(model_dir=str(tmp_path), train_steps=4, checkpoint_every=2, seed=1),
-    )
-    assert (longer.start_step, longer.step) == (2, 4)  # training longer is allowed
-    # A data_config.json written before a field existed (here `lowercase`) passes the restart check: the field
-    # counts as its default; the same field saved with another value is still refused. (The check alone: a
-    # resume costs a trace.)
-    from tf_transformer.training.trainer import _check_settings
-
-    saved = json.loads((tmp_path / "data_config.json").read_text())
-    del saved["lowercase"]
-    (tmp_path / "data_config.json").write_text(json.dumps(saved))
-    _check_settings(MODEL, data_config(small_corpus), train_config, multi_worker=False)
-    (tmp_path / "data_config.json").write_text(json.dumps({**saved, "lowercase": True}))
-    with pytest.raises(ConfigError, match=r"different settings in data_config.json \(lowercase: True -> False\)"):
-        _check_settings(MODEL, data_config(small_corpus), train_config, multi_worker=False)
+    # The fix the message gives works, and the time-limited command, given more time, goes on to its end.
+    rest = train(MODEL, data, limited.replace(time_limit_minutes=60.0))
+    assert (rest.status, rest.start_step, rest.step) == ("completed", 1, 4)
 
 
 def test_special_ids_other_than_the_tokenizers_are_refused_before_anything_is_written(tmp_path, small_corpus):
@@ -236,18 +242,6 @@ def test_the_time_limit_stops_after_the_step_that_passes_it_and_saves_there(tmp_
     model.fit(data, epochs=2, steps_per_epoch=4, callbacks=[limit, saves], verbose=0)
     assert (int(step.numpy()), limit.stopped_at_step) == (3, 3)
     assert [path.rsplit("-", 1)[1] for path in manager.checkpoints] == ["3"]
-
-
-def test_a_run_past_its_time_limit_stops_with_a_checkpoint_and_the_same_command_goes_on(tmp_path, small_corpus):
-    data = data_config(small_corpus)
-    # A limit already passed when training starts: the first step ends the run.
-    limited = TrainConfig(model_dir=str(tmp_path), train_steps=4, checkpoint_every=2, seed=1, time_limit_minutes=1e-6)
-    first = train(MODEL, data, limited)
-    assert (first.status, first.start_step, first.step) == ("time_limit", 0, 1)
-    assert first.checkpoint.endswith("ckpt-1")
-    assert json.loads((tmp_path / "train_config.json").read_text())["time_limit_minutes"] == 1e-6
-    rest = train(MODEL, data, limited.replace(time_limit_minutes=60.0))
-    assert (rest.status, rest.start_step, rest.step) == ("completed", 1, 4)
 
 
 def test_a_time_limit_is_refused_for_multi_worker_training(tmp_path, small_corpus):
