@@ -80,3 +80,22 @@ def pytest_collection_modifyitems(session, config, items):
     rank = {path: index for index, path in enumerate(_LONGEST_FIRST)}
     # A stable sort: each file's tests stay together and in their order.
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
+# Folders whose test files share session fixtures that cost a training run and an export (tests/export/conftest.py):
+# one worker runs the whole folder and builds them once, instead of each worker building its own.
+_ONE_WORKER_FOLDERS = ("tests/export/",)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's loadfile, with each folder of `_ONE_WORKER_FOLDERS` one unit of work."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FileOrFolderScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid):
+            path = super()._split_scope(nodeid)
+            return next((folder for folder in _ONE_WORKER_FOLDERS if path.startswith(folder)), path)
+
+    return FileOrFolderScheduling(config, log)
