@@ -166,7 +166,8 @@ def test_tft_train_trains_a_tiny_model(tmp_path, small_corpus):
     model_dir = tmp_path / "run"
     result = subprocess.run(
         [
-            command("tft-train"), "--config=tiny", "--override=d_model=32", "--override=d_ff=64", "--dataset=files",
+            command("tft-train"), "--config=tiny", "--override=d_model=32", "--override=d_ff=64",
+            "--override=num_encoder_layers=1", "--override=num_decoder_layers=1", "--dataset=files",
             f"--train_source={small_corpus['train_en']}", f"--train_target={small_corpus['train_de']}",
             f"--model_dir={model_dir}", "--vocab_size=500", "--batch_tokens=1024", "--max_length=48",
             "--train_steps=2", "--checkpoint_every=2", "--seed=1",

@@ -15,7 +15,9 @@ from tf_transformer.training.resume_state import ResumeState
 from tf_transformer.training.trainer import _saved_report
 
 # Dropout on, so that the masks' random state matters as much as the batches do.
-MODEL = tft.TransformerConfig.from_preset("tiny").replace(d_model=32, d_ff=64, dropout=0.1)
+MODEL = tft.TransformerConfig.from_preset("tiny").replace(
+    d_model=32, d_ff=64, num_encoder_layers=1, num_decoder_layers=1, dropout=0.1
+)
 STEPS = 40
 
 
