@@ -1,5 +1,6 @@
 """A bad decoding flag stops each command at once: one line naming the flag and the fix, exit status 1, and
-nothing read before it (the model directory's checkpoints here are unreadable, and no input exists)."""
+nothing read or started before it (the model directory's checkpoints here are unreadable, no input exists, and
+TensorFlow is not imported)."""
 
 import json
 import os
@@ -36,10 +37,15 @@ def broken_model_dir(tmp_path_factory):
     ],
 )
 def test_a_bad_beam_size_is_refused_before_the_model_is_read(broken_model_dir, tool, flags):
-    command = [sys.executable, str(ROOT / "tools" / tool), f"--model_dir={broken_model_dir}", "--beam_size=0", *flags]
+    # -X importtime: Python lists every module it imports on stderr; TensorFlow must not be among them.
+    command = [sys.executable, "-X", "importtime", str(ROOT / "tools" / tool), f"--model_dir={broken_model_dir}",
+               "--beam_size=0", *flags]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=120, env=ENV)
     assert result.returncode == 1, result.stderr[-2000:]
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    lines = result.stderr.splitlines()
+    errors = [line for line in lines if line.startswith("error:")]
     assert len(errors) == 1 and errors[0].startswith(MESSAGE), result.stderr[-2000:]
     assert "Fix: set --beam_size to an integer >= 1" in errors[0]
     assert "Traceback" not in result.stderr and result.stdout == ""
+    imported = {line.rsplit("|", 1)[1].strip() for line in lines if line.startswith("import time:")}
+    assert "tf_transformer.cli" in imported and "tensorflow" not in imported  # refused before TensorFlow starts

@@ -28,7 +28,8 @@ def worker_command(model_dir, corpus, *flags):
     """tools/train.py on the tiny model under multi_worker_mirrored, with `flags` (steps, periods) added."""
     return [
         sys.executable, str(ROOT / "tools" / "train.py"), "--config=tiny", "--override=d_model=32",
-        "--override=d_ff=64", "--override=num_encoder_layers=1", "--override=num_decoder_layers=1", "--dataset=files", f"--train_source={corpus['train_en']}",
+        "--override=d_ff=64", "--override=num_encoder_layers=1", "--override=num_decoder_layers=1", "--dataset=files",
+        f"--train_source={corpus['train_en']}",
         f"--train_target={corpus['train_de']}", f"--model_dir={model_dir}", "--vocab_size=500",
         "--batch_tokens=1024", "--max_length=48", "--seed=1", "--strategy=multi_worker_mirrored", *flags,
     ]  # fmt: skip
@@ -118,4 +119,4 @@ def test_a_lost_worker_stops_the_other_a_sigterm_stops_both_after_a_save_and_a_r
     digests = [lines[-1] for lines in outputs]
     assert digests[0] == digests[1] and "(2 replica(s))" in digests[0], digests
     assert (model_dir / "checkpoints" / f"ckpt-{stopped + 4}.index").is_file()
-    assert not list((model_dir / "checkpoints").glob(".worker-*")), "the non-chief worker removes its temporary checkpoints"
+    assert not list((model_dir / "checkpoints").glob(".worker-*")), "the non-chief removes its temporary checkpoints"

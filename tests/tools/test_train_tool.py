@@ -19,7 +19,8 @@ ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 def train_command(model_dir, corpus, *extra):
     return [
         sys.executable, TRAIN, "--config=tiny", "--override=d_model=32", "--override=d_ff=64",
-        "--override=num_encoder_layers=1", "--override=num_decoder_layers=1", "--dataset=files", f"--train_source={corpus['train_en']}", f"--train_target={corpus['train_de']}",
+        "--override=num_encoder_layers=1", "--override=num_decoder_layers=1", "--dataset=files",
+        f"--train_source={corpus['train_en']}", f"--train_target={corpus['train_de']}",
         f"--valid_source={corpus['valid_en']}", f"--valid_target={corpus['valid_de']}",
         f"--model_dir={model_dir}", "--override=vocab_size=500", "--batch_tokens=1024", "--max_length=48",
         "--seed=1", "--validation_batches=1", "--log_every=5", *extra,
@@ -68,10 +69,15 @@ def test_an_empty_file_is_refused_clearly(tmp_path, small_corpus):
     [("num_heads=3", "d_model: 32 is not divisible by num_heads=3"), ("d_modle=64", "Did you mean 'd_model'")],
 )
 def test_a_bad_config_is_refused_clearly(tmp_path, small_corpus, override, message):
-    result = run(train_command(tmp_path / "run", small_corpus, "--train_steps=5", f"--override={override}"))
+    command = train_command(tmp_path / "run", small_corpus, "--train_steps=5", f"--override={override}")
+    command[1:1] = ["-X", "importtime"]  # Python lists every module it imports on stderr
+    result = run(command)
     assert result.returncode != 0
     assert message in result.stderr and "Fix" in result.stderr
     assert not (tmp_path / "run").exists()
+    lines = result.stderr.splitlines()
+    imported = {line.rsplit("|", 1)[1].strip() for line in lines if line.startswith("import time:")}
+    assert "tf_transformer.cli" in imported and "tensorflow" not in imported  # refused before TensorFlow starts
 
 
 def test_the_readmes_training_command_trains_the_multi30k_config(tmp_path, multi30k_dir):

@@ -62,9 +62,13 @@ def model_dir(corpus, tmp_path_factory):
         f"--valid_source={corpus['valid_en']}", f"--valid_target={corpus['valid_de']}", f"--model_dir={path}",
         "--vocab_size=400", "--batch_tokens=512", "--seed=1", "--validation_batches=1",
         "--train_steps=4", "--checkpoint_every=2", "--keep_checkpoints=5", "--bleu_every=2", "--bleu_sentences=4",
+        "--time_limit_minutes=60", "--budget_schedule=off",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert (path / "checkpoints" / "ckpt-4.index").is_file()
+    # --budget_schedule=off with a time limit: the paper's schedule, no plan fitted to the limit.
+    saved = json.loads((path / "train_config.json").read_text())
+    assert (saved["budget_schedule"], saved["time_limit_minutes"]) == ("off", 60) and saved.get("budget") is None
     assert "Best validation BLEU" in result.stdout
     assert json.loads((path / "best" / "best.json").read_text())["settings"] == {"sentences": 4, "beam_size": 1}
     return path

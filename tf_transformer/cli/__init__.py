@@ -133,14 +133,21 @@ def start_tensorflow(show_log: bool = False) -> None:
             sys.stderr.flush()
 
 
-def run_binary(module_name: str, main, *shared_flag_modules: str) -> None:
+def run_binary(module_name: str, main, *shared_flag_modules: str, check_flags=None) -> None:
     """The console command of the binary `module_name`: its --help (`adopt_help`), then absl's `app.run(main)`,
-    which parses the flags, starts TensorFlow (`start_tensorflow`: quietly unless --tf_log) and calls `main`.
-    --help needs neither TensorFlow nor main, so it is instant when the binary's module imports no TensorFlow."""
+    which parses the flags, runs `check_flags` if given (the checks that need neither TensorFlow nor a model: a bad
+    flag is refused in a second, its error one `error:` line), starts TensorFlow (`start_tensorflow`: quietly unless
+    --tf_log) and calls `main(argv)`, or `main(argv, what check_flags returned)`. --help needs neither TensorFlow
+    nor main, so it is instant when the binary's module imports no TensorFlow."""
     adopt_help(module_name, *shared_flag_modules)
 
     def main_after_tensorflow(argv):
+        if check_flags is None:
+            start_tensorflow(show_log=_TF_LOG.value)
+            return main(argv)
+        with exit_on(FileNotFoundError, FileExistsError, ValueError):  # ConfigError is a ValueError
+            checked = check_flags()
         start_tensorflow(show_log=_TF_LOG.value)
-        return main(argv)
+        return main(argv, checked)
 
     app.run(main_after_tensorflow)

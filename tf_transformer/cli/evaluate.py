@@ -59,10 +59,8 @@ def translate_sources(decoding):
     return [hypotheses[0][0] for hypotheses in results]
 
 
-def tune():
-    """--tune_on=val: the length penalty with the best validation BLEU, written into decoding.json."""
-    from tf_transformer.decoding.tuning import tune_length_penalty
-
+def tune_flags():
+    """--tune_on's flags checked: (the length penalties to try, the decoding settings)."""
     if _MODEL_DIR.value is None or any(flag.value is not None for flag in (_REFERENCES, _HYPOTHESES, _SOURCES)):
         raise ValueError("--tune_on: give --model_dir and neither --references, --hypotheses nor --sources.")
     if decoding_flags.METHOD.present or decoding_flags.LENGTH_PENALTY.present:
@@ -76,31 +74,48 @@ def tune():
             "--tune_length_penalties: expected numbers such as 1.0,1.5,2.0, got "
             f"{','.join(_TUNE_LENGTH_PENALTIES.value)!r}."
         ) from None
-    decoding = decoding_flags.settings(_MODEL_DIR.value, method="beam")
+    return penalties, decoding_flags.settings(_MODEL_DIR.value, method="beam")
+
+
+def tune(penalties, decoding):
+    """--tune_on=val: the length penalty of `penalties` with the best validation BLEU, written into decoding.json."""
+    from tf_transformer.decoding.tuning import tune_length_penalty
+
     return tune_length_penalty(
         _MODEL_DIR.value, penalties, decoding, checkpoint=decoding_flags.CHECKPOINT.value,
         batch_tokens=decoding_flags.BATCH_TOKENS.value,
     )  # fmt: skip
 
 
-def main(argv):
+def scoring_flags():
+    """Scoring's flags checked: (whether a model translates the sources, its decoding settings or None)."""
+    if _REFERENCES.value is None:
+        raise ValueError("--references: missing. Fix: pass the reference translations (or --tune_on=val).")
+    with_model = _MODEL_DIR.value is not None or _SOURCES.value is not None
+    if (_HYPOTHESES.value is not None) == with_model:
+        raise ValueError(
+            "give either --hypotheses (a file of translations) or --model_dir and --sources (translate them first)."
+        )
+    if with_model and (_MODEL_DIR.value is None or _SOURCES.value is None):
+        raise ValueError("--model_dir and --sources go together: pass both.")
+    return with_model, decoding_flags.settings(_MODEL_DIR.value) if with_model else None
+
+
+def check_flags():
+    """The flags and the model directory's decoding settings, checked before TensorFlow starts and any file or model
+    is read: `tune_flags()` with --tune_on, else `scoring_flags()`."""
+    return tune_flags() if _TUNE_ON.value is not None else scoring_flags()
+
+
+def main(argv, checked):
+    """Tunes or scores with `checked`, what `check_flags` returned."""
     del argv
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
     with exit_on(FileNotFoundError, ValueError):  # ConfigError and DataError are ValueErrors
         if _TUNE_ON.value is not None:
-            print(json.dumps(tune(), indent=2))
+            print(json.dumps(tune(*checked), indent=2))
             return
-        if _REFERENCES.value is None:
-            raise ValueError("--references: missing. Fix: pass the reference translations (or --tune_on=val).")
-        with_model = _MODEL_DIR.value is not None or _SOURCES.value is not None
-        if (_HYPOTHESES.value is not None) == with_model:
-            raise ValueError(
-                "give either --hypotheses (a file of translations) or --model_dir and --sources (translate them first)."
-            )
-        if with_model and (_MODEL_DIR.value is None or _SOURCES.value is None):
-            raise ValueError("--model_dir and --sources go together: pass both.")
-        # The decoding flags checked before any file or model is read.
-        decoding = decoding_flags.settings(_MODEL_DIR.value) if with_model else None
+        with_model, decoding = checked
         references = read_file(_REFERENCES.value, "--references")
         hypotheses = read_file(_HYPOTHESES.value, "--hypotheses") if not with_model else translate_sources(decoding)
         from tf_transformer.evaluation import score_translations
@@ -111,7 +126,7 @@ def main(argv):
 
 def run():
     """The `tft-evaluate` command (its console script and the checkout's wrapper script call it)."""
-    run_binary(__name__, main, decoding_flags.__name__)
+    run_binary(__name__, main, decoding_flags.__name__, check_flags=check_flags)
 
 
 if __name__ == "__main__":

@@ -59,19 +59,25 @@ _NO_REPEAT_NGRAM_SIZE = flags.DEFINE_integer(
 )  # fmt: skip
 
 
-def main(argv):
+def check_flags():
+    """The flags and the model directory's decoding settings, checked before TensorFlow starts and the model is
+    read: (settings, where each came from)."""
+    check_weights_flags(_CHECKPOINT.value, _AVERAGE_LAST.value)
+    setting_flags = (_BEAM_SIZE, _LENGTH_PENALTY, _AVERAGE_LAST, _NO_REPEAT_NGRAM_SIZE, _MAX_DECODE_LENGTH)
+    given = {flag.name: flag.value for flag in setting_flags if flag.present}
+    decoding, sources = resolve_settings(given, _MODEL_DIR.value, checkpoint_given=_CHECKPOINT.value is not None)
+    del decoding["method"], sources["method"]  # an export is beam search
+    n_best = decoding["beam_size"] if _N_BEST.value is None else _N_BEST.value
+    return DecodingSettings(**decoding, n_best=n_best), (decoding, sources)
+
+
+def main(argv, checked):
+    """Exports with `checked`, what `check_flags` returned."""
     del argv
+    settings, (decoding, sources) = checked
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
+    pylogging.getLogger("tf_transformer").info(describe(decoding, sources))
     with exit_on(FileNotFoundError, FileExistsError, ValueError):  # ConfigError and DataError are ValueErrors
-        check_weights_flags(_CHECKPOINT.value, _AVERAGE_LAST.value)
-        # Checked before TensorFlow starts and the model is read.
-        setting_flags = (_BEAM_SIZE, _LENGTH_PENALTY, _AVERAGE_LAST, _NO_REPEAT_NGRAM_SIZE, _MAX_DECODE_LENGTH)
-        given = {flag.name: flag.value for flag in setting_flags if flag.present}
-        decoding, sources = resolve_settings(given, _MODEL_DIR.value, checkpoint_given=_CHECKPOINT.value is not None)
-        del decoding["method"], sources["method"]  # an export is beam search
-        pylogging.getLogger("tf_transformer").info(describe(decoding, sources))
-        n_best = decoding["beam_size"] if _N_BEST.value is None else _N_BEST.value
-        settings = DecodingSettings(**decoding, n_best=n_best)
         from tf_transformer.export import export_saved_model  # not at the top: --help needs no TensorFlow
 
         path = export_saved_model(
@@ -83,7 +89,7 @@ def main(argv):
 
 def run():
     """The `tft-export` command (its console script and the checkout's wrapper script call it)."""
-    run_binary(__name__, main)
+    run_binary(__name__, main, check_flags=check_flags)
 
 
 if __name__ == "__main__":

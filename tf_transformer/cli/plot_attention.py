@@ -43,12 +43,18 @@ def indexes(flag):
         raise ValueError(f"--{flag.name}: expected comma-separated integers such as 0,1, got {given!r}.") from None
 
 
-def main(argv):
+def check_flags():
+    """The flags and the model directory's decoding settings, checked before TensorFlow starts: (layers, heads,
+    settings)."""
+    return indexes(_LAYERS), indexes(_HEADS), decoding_flags.settings(_MODEL_DIR.value)
+
+
+def main(argv, checked):
+    """Plots with `checked`, what `check_flags` returned."""
     del argv
+    layers, heads, decoding = checked
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
     with exit_on(ImportError, FileNotFoundError, ValueError):  # ImportError: matplotlib is missing
-        layers, heads = indexes(_LAYERS), indexes(_HEADS)
-        decoding = decoding_flags.settings(_MODEL_DIR.value)  # checked before TensorFlow starts
         # Imported here, not at the top: --help must not import TensorFlow.
         from tf_transformer.visualization import write_attention_plots
 
@@ -64,7 +70,7 @@ def main(argv):
 
 def run():
     """The `tft-plot-attention` command (its console script and the checkout's wrapper script call it)."""
-    run_binary(__name__, main, decoding_flags.__name__)
+    run_binary(__name__, main, decoding_flags.__name__, check_flags=check_flags)
 
 
 if __name__ == "__main__":

@@ -134,7 +134,45 @@ _DATA_FLAGS = {
 }  # fmt: skip
 
 
-def main(argv):
+def configs(init_from=None):
+    """(model_config, data_config, train_config) of the flags, and of `init_from` (a fine-tuning's defaults from
+    `init_from_defaults`) where given; each config checks its values (ConfigError)."""
+    if init_from is not None and not flags.FLAGS["config"].present:
+        model_config = init_from.model_config  # the source's, with the fine-tuning schedule
+    else:
+        model_config = TransformerConfig.load(_CONFIG.value).with_overrides(_OVERRIDE.value)
+    data_values = {name: flag.value for name, flag in _DATA_FLAGS.items() if flag.value is not None}
+    if init_from is not None:  # the vocabulary comes from --init_from; a --vocab_* flag that differs is refused
+        data_values.setdefault("vocab_type", init_from.vocab_type)
+        data_values.setdefault("vocab_size", init_from.vocab_size)
+        data_values.setdefault("lowercase", init_from.lowercase)
+    data_values.setdefault("max_length", model_config.max_length)  # the longest pairs the model accepts
+    # The config's vocab_size is the size of the vocabulary to build (the model's own is then read off the built
+    # vocabulary): a config or --override that sets it must not be silently ignored.
+    data_values.setdefault("vocab_size", model_config.vocab_size)
+    data_config = DataConfig(**data_values, seed=_SEED.value, deterministic=_DETERMINISTIC.value)
+    train_config = TrainConfig(
+        model_dir=_MODEL_DIR.value, train_steps=_TRAIN_STEPS.value,
+        time_limit_minutes=_TIME_LIMIT_MINUTES.value, budget_schedule=_BUDGET_SCHEDULE.value,
+        budget_decay_fraction=_BUDGET_DECAY_FRACTION.value, checkpoint_every=_CHECKPOINT_EVERY.value,
+        keep_checkpoints=_KEEP_CHECKPOINTS.value, strategy=_STRATEGY.value,
+        num_cpu_devices=_NUM_CPU_DEVICES.value, mixed_precision=_MIXED_PRECISION.value,
+        jit_compile=_JIT_COMPILE.value, log_every=_LOG_EVERY.value,
+        validation_batches=_VALIDATION_BATCHES.value, bleu_every=_BLEU_EVERY.value,
+        bleu_sentences=_BLEU_SENTENCES.value, bleu_beam_size=_BLEU_BEAM_SIZE.value, keep_best=_KEEP_BEST.value,
+        seed=_SEED.value, deterministic=_DETERMINISTIC.value, init_from=_INIT_FROM.value,
+    )  # fmt: skip
+    return model_config, data_config, train_config
+
+
+def check_flags():
+    """The configs of the flags, checked before TensorFlow starts (a bad --override is refused at once); None with
+    --init_from, whose defaults come from the source model directory, read in `main`."""
+    return None if _INIT_FROM.value is not None else configs()
+
+
+def main(argv, checked):
+    """Trains with `checked`, the configs `check_flags` returned (None: built here, from --init_from's source)."""
     del argv
     # TensorFlow's own INFO lines (one per checkpoint save) go through absl's logger; ours through
     # "tf_transformer".
@@ -144,37 +182,11 @@ def main(argv):
     # TimeoutError: a non-chief worker waited in vain for the chief's vocabulary.
     with exit_on(ConfigError, DataError, CheckpointError, TrainingDiverged, PeerWorkerLost, TimeoutError):
         try:
-            init_from = None
-            if _INIT_FROM.value is not None:
+            if checked is None:
                 from tf_transformer.training.fine_tuning import init_from_defaults
 
-                init_from = init_from_defaults(_INIT_FROM.value, _MODEL_DIR.value, _OVERRIDE.value)
-            if init_from is not None and not flags.FLAGS["config"].present:
-                model_config = init_from.model_config  # the source's, with the fine-tuning schedule
-            else:
-                model_config = TransformerConfig.load(_CONFIG.value).with_overrides(_OVERRIDE.value)
-            data_values = {name: flag.value for name, flag in _DATA_FLAGS.items() if flag.value is not None}
-            if init_from is not None:  # the vocabulary comes from --init_from; a --vocab_* flag that differs is refused
-                data_values.setdefault("vocab_type", init_from.vocab_type)
-                data_values.setdefault("vocab_size", init_from.vocab_size)
-                data_values.setdefault("lowercase", init_from.lowercase)
-            data_values.setdefault("max_length", model_config.max_length)  # the longest pairs the model accepts
-            # The config's vocab_size is the size of the vocabulary to build (the model's own is then read off
-            # the built vocabulary): a config or --override that sets it must not be silently ignored.
-            data_values.setdefault("vocab_size", model_config.vocab_size)
-            data_config = DataConfig(**data_values, seed=_SEED.value, deterministic=_DETERMINISTIC.value)
-            train_config = TrainConfig(
-                model_dir=_MODEL_DIR.value, train_steps=_TRAIN_STEPS.value,
-                time_limit_minutes=_TIME_LIMIT_MINUTES.value, budget_schedule=_BUDGET_SCHEDULE.value,
-                budget_decay_fraction=_BUDGET_DECAY_FRACTION.value, checkpoint_every=_CHECKPOINT_EVERY.value,
-                keep_checkpoints=_KEEP_CHECKPOINTS.value, strategy=_STRATEGY.value,
-                num_cpu_devices=_NUM_CPU_DEVICES.value, mixed_precision=_MIXED_PRECISION.value,
-                jit_compile=_JIT_COMPILE.value, log_every=_LOG_EVERY.value,
-                validation_batches=_VALIDATION_BATCHES.value, bleu_every=_BLEU_EVERY.value,
-                bleu_sentences=_BLEU_SENTENCES.value, bleu_beam_size=_BLEU_BEAM_SIZE.value, keep_best=_KEEP_BEST.value,
-                seed=_SEED.value, deterministic=_DETERMINISTIC.value, init_from=_INIT_FROM.value,
-            )  # fmt: skip
-            result = train(model_config, data_config, train_config)
+                checked = configs(init_from_defaults(_INIT_FROM.value, _MODEL_DIR.value, _OVERRIDE.value))
+            result = train(*checked)
         except (TrainingInterrupted, VocabularyInterrupted) as stop:
             print(f"interrupted: {stop}", file=sys.stderr)
             sys.exit(128 + stop.signal_number)  # the shell's convention for "ended by signal N"
@@ -201,7 +213,7 @@ def main(argv):
 
 def run():
     """The `tft-train` command (its console script and the checkout's wrapper script call it)."""
-    run_binary(__name__, main)
+    run_binary(__name__, main, check_flags=check_flags)
 
 
 if __name__ == "__main__":

@@ -105,14 +105,20 @@ def check_model_flags():
     decoding_flags.check_checkpoint_flags()
 
 
-def main(argv):
+def check_flags():
+    """The flags and the model directory's decoding settings, checked before TensorFlow starts and anything is read;
+    the settings (None with --saved_model)."""
+    check_model_flags()
+    if _MODEL_DIR.value is None:
+        return None
+    return decoding_flags.settings(_MODEL_DIR.value, n_best=_N_BEST.value)
+
+
+def main(argv, decoding):
+    """Translates with `decoding`, the settings `check_flags` returned."""
     del argv
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
     with exit_on(FileNotFoundError, ValueError):  # ConfigError and DataError are ValueErrors
-        check_model_flags()
-        decoding = None
-        if _MODEL_DIR.value is not None:  # checked before TensorFlow starts and anything is read
-            decoding = decoding_flags.settings(_MODEL_DIR.value, n_best=_N_BEST.value)
         # Imported here, not at the top: --help and a bad flag need no TensorFlow.
         from tf_transformer.data.files import read_sentences
         from tf_transformer.decoding.text import format_results, translate_texts
@@ -146,7 +152,7 @@ def main(argv):
 
 def run():
     """The `tft-translate` command (its console script and the checkout's wrapper script call it)."""
-    run_binary(__name__, main, decoding_flags.__name__)
+    run_binary(__name__, main, decoding_flags.__name__, check_flags=check_flags)
 
 
 if __name__ == "__main__":
