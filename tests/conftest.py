@@ -50,29 +50,36 @@ def small_corpus(multi30k_dir, tmp_path_factory):
     return files
 
 
-# The files that take longest on 2 cores (a minute or more each, from the suite's --durations) are collected
-# first. pytest-xdist's loadfile hands out whole files in collection order as workers free up, so a long file
-# collected last leaves one worker running alone at the end; longest first balances the two workers.
+# The files that take longest on 2 cores (20 s or more each, from the suite's --durations of 2026-11-27) are
+# collected first. pytest-xdist's loadfile hands out whole files in collection order as workers free up, so a long
+# file collected last leaves one worker running alone at the end; longest first balances the two workers.
 _LONGEST_FIRST = (
-    "tests/tools/test_multi_worker.py",
-    "tests/tools/test_train_tool.py",
-    "tests/training/test_synthetic.py",
     "tests/tools/test_translate_tools.py",
-    "tests/benchmarks/test_trainer_steps.py",
-    "tests/training/test_trainer.py",
-    "tests/tools/test_demo.py",
-    "tests/training/test_fine_tuning.py",
-    "tests/training/test_budget.py",
-    "tests/export/test_quantized_export.py",
-    "tests/decoding/test_copy_task.py",
-    "tests/training/test_precision.py",
-    "tests/training/test_resume_state.py",
+    "tests/tools/test_train_tool.py",
+    "tests/export/test_client.py",  # tests/export/ is one unit of work (below): its files together
     "tests/export/test_module.py",
-    "tests/export/test_client.py",
-    "tests/tools/test_console_commands.py",
-    "tests/tools/test_vocabulary_signal.py",
-    "tests/decoding/test_constraints.py",
+    "tests/export/test_quantized_export.py",
+    "tests/export/test_standalone.py",
     "tests/export/test_prefix.py",
+    "tests/training/test_trainer.py",
+    "tests/models/test_transformer.py",
+    "tests/benchmarks/test_trainer_steps.py",
+    "tests/training/test_synthetic.py",
+    "tests/training/test_budget.py",
+    "tests/tools/test_multi_worker.py",
+    "tests/training/test_resume_state.py",
+    "tests/training/test_fine_tuning.py",
+    "tests/decoding/test_copy_task.py",
+    "tests/tools/test_demo.py",
+    "tests/training/test_validation_bleu.py",
+    "tests/tools/test_vocabulary_signal.py",
+    "tests/data/test_vocab.py",
+    "tests/training/test_precision.py",
+    "tests/decoding/test_graph_modes.py",
+    "tests/data/test_pipeline.py",
+    "tests/examples/test_examples.py",
+    "tests/data/test_tfds_source.py",
+    "tests/test_imports.py",
 )
 
 

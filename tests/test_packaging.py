@@ -47,7 +47,7 @@ def test_every_binary_is_a_console_command_and_a_tools_script():
     assert commands == {f"tft-{name.replace('_', '-')}": f"tf_transformer.cli.{name}:run" for name in binaries}
     for name in binaries:
         source = (ROOT / "tf_transformer" / "cli" / f"{name}.py").read_text()
-        assert "\ndef main(argv):" in source and "\ndef run():" in source, name
+        assert "\ndef main(argv" in source and "\ndef run():" in source, name  # main(argv) or main(argv, checked)
         # tools/X.py runs the same binary in a checkout.
         assert f"from tf_transformer.cli.{name} import run\n" in (ROOT / "tools" / f"{name}.py").read_text(), name
     assert sorted(path.stem for path in (ROOT / "tools").glob("*.py")) == binaries
