@@ -142,12 +142,11 @@ def run_binary(module_name: str, main, *shared_flag_modules: str, check_flags=No
     adopt_help(module_name, *shared_flag_modules)
 
     def main_after_tensorflow(argv):
-        if check_flags is None:
-            start_tensorflow(show_log=_TF_LOG.value)
-            return main(argv)
-        with exit_on(FileNotFoundError, FileExistsError, ValueError):  # ConfigError is a ValueError
-            checked = check_flags()
+        arguments = [argv]
+        if check_flags is not None:
+            with exit_on(FileNotFoundError, FileExistsError, ValueError):  # ConfigError is a ValueError
+                arguments.append(check_flags())
         start_tensorflow(show_log=_TF_LOG.value)
-        return main(argv, checked)
+        return main(*arguments)
 
     app.run(main_after_tensorflow)
