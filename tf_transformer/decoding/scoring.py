@@ -111,7 +111,7 @@ class TextScorer:
             return result.log_probs, result.num_tokens
 
         spec = tf.TensorSpec([None, None], tf.int32)
-        self.score = tf.function(score, input_signature=[spec, spec])
+        self.score = tf.function(score, input_signature=[spec, spec], autograph=False)
 
     def __call__(
         self,

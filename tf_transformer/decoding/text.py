@@ -68,9 +68,9 @@ class TextTranslator:
             return result.ids, result.scores
 
         spec = tf.TensorSpec([None, None], tf.int32)
-        self.decode = tf.function(decode, input_signature=[spec])
+        self.decode = tf.function(decode, input_signature=[spec], autograph=False)
         self.decode.get_concrete_function()  # trace now: a model that cannot decode fails here, not mid-input
-        self.decode_with_prefix = tf.function(decode, input_signature=[spec, spec])
+        self.decode_with_prefix = tf.function(decode, input_signature=[spec, spec], autograph=False)
         self.align = None
         if with_alignments:
             alignment.alignment_layer(model.config.num_decoder_layers, alignment_layer)  # a bad layer fails here
@@ -78,6 +78,7 @@ class TextTranslator:
             self.align = tf.function(
                 lambda source_ids, target_ids: alignment.align_ids(model, source_ids, target_ids, alignment_layer),
                 input_signature=[spec, spec],
+                autograph=False,
             )
 
     def __call__(

@@ -5,3 +5,15 @@ def build_sublayer(layer, *shapes):
     """Builds `layer` for `shapes` unless it is built already (e.g. called on its own before its parent)."""
     if layer is not None and not layer.built:
         layer.build(*shapes)
+
+
+def build_for_fit(model):
+    """Builds a compiled model's weights and its optimizer's variables before its training step is traced.
+
+    Without a distribution strategy Keras builds them inside the first trace of the training step, and a
+    `tf.function` whose first call creates variables is traced twice; built here, `fit` traces its step once.
+    """
+    if not model.built:
+        model.build()
+    if model.optimizer is not None and not model.optimizer.built:
+        model.optimizer.build(model.trainable_variables)

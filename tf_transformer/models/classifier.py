@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.layers import Encoder, TokenEmbedding, masking
-from tf_transformer.layers._building import build_sublayer
+from tf_transformer.layers._building import build_for_fit, build_sublayer
 from tf_transformer.layers._options import SublayerOptions
 from tf_transformer.models.embedder import embed, make_position_layer
 
@@ -76,6 +76,12 @@ class SequenceClassifier(keras.Model):
         )
         self.pooled_dropout = keras.layers.Dropout(config.dropout, name="pooled_dropout", dtype=self.dtype_policy)
         self.classifier = keras.layers.Dense(num_classes, name="classifier", dtype=self.dtype_policy)
+
+    def make_train_function(self, force=False):
+        """Keras' training step, made after the weights and the optimizer's variables are built, so that `fit`
+        traces it once, not twice."""
+        build_for_fit(self)
+        return super().make_train_function(force=force)
 
     def build(self, token_ids_shape=None):
         vectors = (None, None, self.config.d_model)

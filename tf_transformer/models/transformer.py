@@ -8,7 +8,7 @@ import tensorflow as tf
 from tf_transformer import _keras_internals
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, TokenEmbedding, _quantized, masking
-from tf_transformer.layers._building import build_sublayer
+from tf_transformer.layers._building import build_for_fit, build_sublayer
 from tf_transformer.layers._ops import dense
 from tf_transformer.layers._options import SublayerOptions
 from tf_transformer.models.embedder import embed, make_position_layer
@@ -132,6 +132,12 @@ class Transformer(keras.Model):
                 layer.dropout_layer.rate = rate  # the residual dropout (attention's and feed-forward's are others)
         if rebuild_train_function:
             self.make_train_function(force=True)
+
+    def make_train_function(self, force=False):
+        """Keras' training step, made after the weights and the optimizer's variables are built, so that `fit`
+        traces it once, not twice."""
+        build_for_fit(self)
+        return super().make_train_function(force=force)
 
     @property
     def _target_embedding(self):
