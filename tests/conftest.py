@@ -15,6 +15,11 @@ import pathlib
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# One thread for TensorFlow's ops and one to run them, in the workers and the commands they start (the environment
+# passes on): the suite's two workers share two cores, and TensorFlow's default pools (as many threads as cores,
+# each) oversubscribe them with threads that spin while they wait. The models here are too small to gain from more.
+os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
