@@ -16,8 +16,10 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # One thread for TensorFlow's ops and one to run them, in the workers and the commands they start (the environment
-# passes on): the suite's two workers share two cores, and TensorFlow's default pools (as many threads as cores,
-# each) oversubscribe them with threads that spin while they wait. The models here are too small to gain from more.
+# passes on): the suite's three workers (setup.cfg) share two cores, and TensorFlow's default pools (as many threads
+# as cores, each) oversubscribe them with threads that spin while they wait; the models here are too small to gain
+# from more. On 2 AVX2 cores (2026-11-27): two workers at the default threads 16:45, at one thread 15:16, three
+# workers at one thread 13:49. The third worker runs while the others wait on a command, a signal or a time limit.
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 
@@ -57,7 +59,7 @@ def small_corpus(multi30k_dir, tmp_path_factory):
 
 # The files that take longest on 2 cores (20 s or more each, from the suite's --durations of 2026-11-27) are
 # collected first. pytest-xdist's loadfile hands out whole files in collection order as workers free up, so a long
-# file collected last leaves one worker running alone at the end; longest first balances the two workers.
+# file collected last leaves one worker running alone at the end; longest first balances the workers.
 _LONGEST_FIRST = (
     "tests/tools/test_translate_tools.py",
     "tests/tools/test_train_tool.py",
