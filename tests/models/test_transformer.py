@@ -234,6 +234,8 @@ def test_compiled_model_round_trip_keeps_optimizer_loss_and_metric(tmp_path):
     # One layer a side: a fit's cost is mostly its trace, which grows with the layers.
     config = SMALL.replace(dropout=0.0, num_encoder_layers=1, num_decoder_layers=1)
     model = tft.Transformer(config)
+    model.make_train_function()  # uncompiled (e.g. set_dropout's rebuild on a model loaded without compile): as Keras'
+    assert not model.built
     model.compile(
         optimizer=tft.make_optimizer(config), loss=tft.MaskedCrossEntropy(0.1), metrics=[tft.MaskedAccuracy()]
     )

@@ -13,7 +13,10 @@ def build_for_fit(model):
     Without a distribution strategy Keras builds them inside the first trace of the training step, and a
     `tf.function` whose first call creates variables is traced twice; built here, `fit` traces its step once.
     """
+    optimizer = getattr(model, "optimizer", None)  # absent or None until `compile`: nothing to build for yet
+    if optimizer is None:
+        return
     if not model.built:
         model.build()
-    if model.optimizer is not None and not model.optimizer.built:
-        model.optimizer.build(model.trainable_variables)
+    if not optimizer.built:
+        optimizer.build(model.trainable_variables)
