@@ -156,6 +156,11 @@ class TransformerConfig(JsonConfig):
             epochs:dropout, ascending, the first at 0). The choice replaces `dropout` once the run has predicted
             its steps (train_config.json's "budget" records it); runs without a budget plan train at `dropout`.
             An override of `dropout` alone (`with_overrides(["dropout=0.3"])`) turns the rule off: it trains at 0.3.
+        initial_dropout, initial_dropout_fraction: the first `initial_dropout_fraction` of a budget plan's steps
+            (its segment's, fixed when the plan first predicts its end) train at `initial_dropout`, the rest at the
+            dropout above (chosen or not): 0 then 0.1 is "late dropout", 0.1 then 0 "early dropout" (Liu et al.
+            2023, "Dropout Reduces Underfitting"). 0 (the default): the dropout from the start. Needs a budget plan
+            (`budget_schedule`, a time limit).
         attention_dropout: dropout on the attention weights (0 in the paper).
         activation_dropout: dropout on the feed-forward's inner activations (0 in the paper).
         label_smoothing: epsilon_ls of the training loss.
@@ -196,6 +201,8 @@ class TransformerConfig(JsonConfig):
     num_decoder_layers: int = 6
     dropout: float = 0.1
     dropout_by_epochs: Optional[str] = None
+    initial_dropout: float = 0.0
+    initial_dropout_fraction: float = 0.0
     attention_dropout: float = 0.0
     activation_dropout: float = 0.0
     label_smoothing: float = 0.1
@@ -265,7 +272,10 @@ class TransformerConfig(JsonConfig):
 
     def _check_rates(self):
         """Dropout and label smoothing in [0, 1), a well-formed `dropout_by_epochs`, and subword sampling's alpha."""
-        for name in ("dropout", "attention_dropout", "activation_dropout", "label_smoothing"):
+        for name in (
+            "dropout", "initial_dropout", "initial_dropout_fraction", "attention_dropout", "activation_dropout",
+            "label_smoothing",
+        ):  # fmt: skip
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ConfigError(f"{name}: must be in [0, 1), got {value}. Fix: use e.g. {name}=0.1.")
@@ -382,6 +392,11 @@ class TransformerConfig(JsonConfig):
         if epochs[0] != 0 or any(later <= earlier for earlier, later in zip(epochs[:-1], epochs[1:], strict=True)):
             raise ConfigError(f"dropout_by_epochs: the epochs {epochs} do not ascend from 0. {fix}")
         return tuple(pairs)
+
+    @property
+    def has_initial_dropout(self) -> bool:
+        """Whether a budget plan trains its first steps at `initial_dropout` (`initial_dropout_fraction` > 0)."""
+        return self.initial_dropout_fraction > 0
 
     def dropout_for_epochs(self, epochs: float) -> float:
         """The dropout `dropout_by_epochs` gives a run of `epochs` epochs (`dropout` when it is None)."""

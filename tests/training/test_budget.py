@@ -15,6 +15,7 @@ from tf_transformer.data import DataConfig
 from tf_transformer.training import TrainConfig, train
 from tf_transformer.training.budget import BudgetPlan, BudgetTiming, FitToBudget, plan_for_start, read_plan
 from tf_transformer.training.schedule import BudgetSchedule, WarmupSchedule
+from tf_transformer.training.trainer import _check_settings
 
 
 def paper_rate(step, d_model, warmup, scale=1.0):
@@ -105,7 +106,7 @@ def make_callback(
     )  # fmt: skip
     callback = FitToBudget(
         schedule, plan, step, timing, on_plan=lambda plan: saved.append(plan.to_dict()),
-        choose_dropout=dropout.get("choose_dropout"), clock=Clock(),
+        choose_dropout=dropout.get("choose_dropout"), initial_dropout=dropout.get("initial_dropout"), clock=Clock(),
     )  # fmt: skip
     callback.set_model(FakeModel(dropout.get("apply_dropout")))
     callback.on_train_begin()
@@ -231,6 +232,74 @@ def test_a_resumed_plan_keeps_its_dropout_and_a_plan_to_train_steps_chooses_at_t
     assert plain.dropout is None and applied == [0.2]
 
 
+def test_late_dropout_trains_the_first_share_of_the_planned_steps_at_the_initial_rate():
+    applied = []
+    callback, _, step, saved = make_callback(
+        BudgetPlan(time_limit_minutes=100 / 60), steps_per_epoch=20, choose_dropout=dropout_rule,
+        initial_dropout=(0.0, 0.5), apply_dropout=applied.append,
+    )  # fmt: skip
+    assert applied == [0.0]  # from the first step, before the first trace
+    drive(callback, step, 0.1, 101)  # predicted: end 980 = 49 epochs: 0.2, from half the steps on
+    plan = callback.plan
+    assert (plan.end_step, plan.dropout, plan.dropout_from_step) == (980, 0.2, 490)
+    assert applied == [0.0] and saved[-1]["dropout_from_step"] == 490  # no retrace at the choice
+    assert "dropout 0.2, chosen for 49.0 epochs, from step 490" in plan.describe()
+    drive(callback, step, 0.1, 388)
+    assert int(step.numpy()) == 489 and applied == [0.0]
+    drive(callback, step, 0.1, 1)
+    assert applied == [0.0, 0.2]  # after step 490: the steps from 491 on train at 0.2
+    # The next step holds the new trace (3 s): it must not read as slow steps.
+    step.assign_add(1)
+    callback.clock.now += 3.0
+    callback.on_train_batch_end(0)
+    drive(callback, step, 0.1, 1000)
+    assert applied == [0.0, 0.2] and int(step.numpy()) == plan.end_step
+    assert plan.seconds_per_step == pytest.approx(0.1)
+    assert plan.dropout_from_step == 490  # fixed when chosen; the end moved by the 3 s at most
+    assert plan.end_step >= 980 - 3.0 / 0.1 - 1, plan
+
+
+@pytest.mark.parametrize("start, expected", [(300, [0.0, 0.2]), (600, [0.2])])
+def test_a_resumed_plan_keeps_its_initial_phase(start, expected):
+    applied = []
+    kept = BudgetPlan(58.0, 0, 0, 0.2, 0.45, 100, 980, 784, True, epochs=49.0, dropout=0.2, dropout_from_step=490)
+    callback, _, step, _ = make_callback(
+        kept, start=start, steps_per_epoch=20, choose_dropout=dropout_rule, initial_dropout=(0.0, 0.5),
+        apply_dropout=applied.append,
+    )  # fmt: skip
+    drive(callback, step, 0.1, 300)
+    assert applied == expected and callback.plan.dropout_from_step == 490
+
+
+def test_early_dropout_on_a_plan_to_train_steps_starts_at_the_segment():
+    # A later segment (from step 2,000; a plan to train_steps chooses at the start): 0.3 for its first quarter.
+    applied = []
+    previous = BudgetPlan(None, 0, 0, 0.2, None, None, 2000, 1600, True, epochs=6.92, dropout=0.1)
+    plan = plan_for_start(previous, 2000, None, 0.2, rewarm_steps=500, train_steps=6000)
+    callback, _, step, _ = make_callback(
+        plan, start=2000, steps_per_epoch=289, choose_dropout=lambda epochs: 0.0, initial_dropout=(0.3, 0.25),
+        apply_dropout=applied.append,
+    )  # fmt: skip
+    assert (plan.dropout, plan.dropout_from_step, applied) == (0.0, 3000, [0.3])
+    drive(callback, step, 0.1, 1500)
+    assert applied == [0.3, 0.0]
+
+
+def test_the_initial_dropout_of_a_config_and_its_errors(tmp_path, small_corpus):
+    config = tft.TransformerConfig(dropout=0.1, initial_dropout=0.0, initial_dropout_fraction=0.4)
+    assert config.has_initial_dropout and not tft.TransformerConfig().has_initial_dropout
+    for name in ("initial_dropout", "initial_dropout_fraction"):
+        with pytest.raises(ConfigError, match=f"^{name}: must be in \\[0, 1\\), got 1.0. Fix"):
+            tft.TransformerConfig(**{name: 1.0})
+    # Only a budget plan has steps to share: a run without one is refused before anything runs.
+    model, data = tiny_model_and_data(small_corpus, dropout=0.1, initial_dropout_fraction=0.4)
+    unplanned = TrainConfig(model_dir=str(tmp_path), train_steps=10, seed=1)
+    with pytest.raises(ConfigError, match="^initial_dropout_fraction: 0.4 of a budget plan's steps.*Fix: give"):
+        _check_settings(model, data, unplanned, multi_worker=False)
+    _check_settings(model, data, unplanned.replace(budget_schedule="on"), multi_worker=False)
+    _check_settings(model, data, unplanned.replace(time_limit_minutes=5.0), multi_worker=False)
+
+
 def test_the_dropout_rule_of_a_config_and_its_errors():
     config = tft.TransformerConfig(dropout=0.1, dropout_by_epochs="0:0.1, 35:0.2, 80:0.3")
     assert config.dropout_rule() == ((0.0, 0.1), (35.0, 0.2), (80.0, 0.3))
@@ -343,9 +412,8 @@ def learning_rates(model_dir):
 
 def tiny_model_and_data(small_corpus, **model_changes):
     """A one-layer model without dropout and the small corpus's files: runs of a few seconds."""
-    model = tft.TransformerConfig.from_preset("tiny").replace(
-        d_model=32, d_ff=64, num_encoder_layers=1, num_decoder_layers=1, dropout=0.0, warmup_steps=20, **model_changes
-    )
+    small = dict(d_model=32, d_ff=64, num_encoder_layers=1, num_decoder_layers=1, dropout=0.0, warmup_steps=20)
+    model = tft.TransformerConfig.from_preset("tiny").replace(**{**small, **model_changes})
     data = DataConfig(
         dataset="files", train_source=str(small_corpus["train_en"]), train_target=str(small_corpus["train_de"]),
         vocab_size=500, batch_tokens=512, max_length=32, seed=1,
@@ -431,3 +499,19 @@ def test_a_time_limited_run_ends_its_learning_rate_at_zero_then_a_new_segment_ch
     # config.json keeps the recipe (the rule and the config's dropout); the plan says what the run trained at.
     saved = json.loads((tmp_path / "config.json").read_text())
     assert (saved["dropout"], saved["dropout_by_epochs"]) == (0.0, "0:0.3,1000:0.1")
+
+
+def test_a_run_with_late_dropout_draws_no_masks_before_its_step_and_every_step_after(tmp_path, small_corpus):
+    # A plan to train_steps (no clock): 30 steps, dropout 0.3 from step 15 on, checkpoints every 5 steps.
+    model, data = tiny_model_and_data(small_corpus, dropout=0.3, initial_dropout=0.0, initial_dropout_fraction=0.5)
+    config = TrainConfig(
+        model_dir=str(tmp_path), train_steps=30, checkpoint_every=5, keep_checkpoints=10, budget_schedule="on", seed=1
+    )
+    result = train(model, data, config)
+    plan = read_plan(tmp_path / "train_config.json")
+    assert (result.step, plan.dropout, plan.dropout_from_step) == (30, 0.3, 15), plan
+    states = {step: dropout_states(str(tmp_path / "checkpoints" / f"ckpt-{step}")) for step in (5, 15, 20, 30)}
+    assert np.array_equal(states[5], states[15])  # steps 6-15 at dropout 0: no masks drawn
+    advanced = states[30] - states[15]
+    assert np.count_nonzero(advanced[:, 1]) >= 3 and np.all(advanced[:, 1] % 15 == 0), advanced
+    assert np.array_equal(advanced, 3 * (states[20] - states[15]))  # 5 steps of the 15: the same masks a step

@@ -21,6 +21,9 @@ How (`FitToBudget`, a Keras callback, and `BudgetSchedule` in schedule.py):
    for a plan that ends at `train_steps`) the planned end in epochs chooses the dropout, which then stays for the
    whole segment: the model's dropout layers are set and the training function traced again (once, a few
    seconds, kept out of the step timing). Before that choice the first steps train at the config's `dropout`.
+   With the config's `initial_dropout_fraction` > 0, the segment's first steps (that share of its planned steps,
+   fixed at the same first prediction) train at `initial_dropout` instead, from its first step, and the chosen
+   dropout starts at `dropout_from_step` (one more trace there): late dropout (0 first), or early dropout.
 
 The plan is a `BudgetPlan`, written into `train_config.json` (key "budget") and logged at every change.
 
@@ -80,6 +83,8 @@ class BudgetPlan:
         epochs: the planned end in epochs when the dropout was chosen; None: not chosen (yet).
         dropout: the dropout chosen for those epochs (the model config's `dropout_by_epochs`); None: the config's
             `dropout`.
+        dropout_from_step: the step `dropout` starts at, the steps before it training at the config's
+            `initial_dropout`; None: from the segment's start.
     """
 
     time_limit_minutes: Optional[float]
@@ -93,6 +98,7 @@ class BudgetPlan:
     frozen: bool = False
     epochs: Optional[float] = None
     dropout: Optional[float] = None
+    dropout_from_step: Optional[int] = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -120,6 +126,8 @@ class BudgetPlan:
         rewarm = f", after a re-warmup of {self.rewarm_steps} steps" if self.rewarm_steps else ""
         if self.dropout is not None:
             rewarm += f"; dropout {self.dropout:g}, chosen for {self.epochs:.1f} epochs"
+            if self.dropout_from_step is not None:
+                rewarm += f", from step {self.dropout_from_step}"
         if self.time_limit_minutes is None:
             return (
                 f"steps {self.segment_start}-{self.end_step} (train_steps); the learning rate decays linearly to "
@@ -242,9 +250,16 @@ def callback_for_run(plan: BudgetPlan, optimizer, model_config, train_config, st
         steps_per_epoch=steps_per_epoch,
     )
     path = pathlib.Path(train_config.model_dir) / TRAIN_CONFIG_FILE
-    choose_dropout = model_config.dropout_for_epochs if model_config.dropout_rule() else None
+    initial_dropout = None
+    if model_config.has_initial_dropout:
+        initial_dropout = (model_config.initial_dropout, model_config.initial_dropout_fraction)
+    choose_dropout = None
+    if model_config.dropout_rule() or initial_dropout:  # without a rule: the config's dropout, from its step
+        choose_dropout = model_config.dropout_for_epochs
     on_plan = functools.partial(save_plan, path)
-    return FitToBudget(optimizer.budget_schedule, plan, optimizer.iterations, timing, on_plan, choose_dropout)
+    return FitToBudget(
+        optimizer.budget_schedule, plan, optimizer.iterations, timing, on_plan, choose_dropout, initial_dropout
+    )
 
 
 def save_plan(train_config_path: pathlib.Path, plan: BudgetPlan) -> None:
@@ -270,6 +285,8 @@ class FitToBudget(keras.callbacks.Callback):
         choose_dropout: None, or the dropout for a run of a given number of epochs (the model config's
             `dropout_for_epochs`); chosen once a segment's end is first known (needs `timing.steps_per_epoch`),
             and kept in the plan.
+        initial_dropout: None, or (rate, fraction): the first `fraction` of each segment's planned steps train at
+            `rate`, the chosen dropout starting after them (needs `choose_dropout`).
         clock: seconds, monotonic (tests pass a fake one).
     """
 
@@ -281,6 +298,7 @@ class FitToBudget(keras.callbacks.Callback):
         timing: BudgetTiming,
         on_plan: Callable[[BudgetPlan], None],
         choose_dropout: Optional[Callable[[float], float]] = None,
+        initial_dropout: Optional[tuple] = None,
         clock=time.monotonic,
     ):
         super().__init__()
@@ -299,7 +317,9 @@ class FitToBudget(keras.callbacks.Callback):
         self.pause_every = timing.pause_every
         self.steps_per_epoch = timing.steps_per_epoch
         self.choose_dropout = choose_dropout if timing.steps_per_epoch else None
+        self.initial_dropout = initial_dropout if self.choose_dropout else None
         self.clock = clock
+        self.dropout_in_model = None  # the rate this callback last set (None: the model's own)
         # (clock, step) where the timing window began: after the first step of this start (which includes tracing),
         # then at each prediction, so that a prediction follows the machine's current speed.
         self.window_start = None
@@ -322,9 +342,12 @@ class FitToBudget(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self.schedule.set_plan(**self.plan.schedule_settings())
         if self.plan.dropout is not None:  # a resumed segment keeps its dropout (before the first trace)
-            self._apply_dropout(self.plan.dropout)
-        elif self.plan.end_step is not None:  # a plan that ends at train_steps: its epochs are known now
-            self._choose_dropout()
+            self._apply_dropout(self._dropout_at(int(self.step.numpy())))
+        else:
+            if self.initial_dropout is not None:  # from the segment's first step
+                self._apply_dropout(self.initial_dropout[0])
+            if self.plan.end_step is not None:  # a plan that ends at train_steps: its epochs are known now
+                self._choose_dropout()
         self.on_plan(self.plan)
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -336,6 +359,11 @@ class FitToBudget(keras.callbacks.Callback):
             if not self.model.stop_training:
                 logger.info("Reached the planned end of the time budget at step %d: stopping after a checkpoint.", step)
             self.model.stop_training = True
+            return
+        if self.plan.dropout is not None and self._apply_dropout(self._dropout_at(step)):
+            logger.info("Dropout %g from step %d on.", self.plan.dropout, step)
+            # The next step holds the new trace: the timing window starts after it.
+            self.window_start, self.window_pauses, self.last_step_end = None, 0.0, None
             return
         if self.plan.time_limit_minutes is None:  # a plan that ends at train_steps: nothing to time
             return
@@ -365,21 +393,38 @@ class FitToBudget(keras.callbacks.Callback):
         self.window_start, self.window_pauses = (None if retraced else (now, step)), 0.0
 
     def _choose_dropout(self) -> bool:
-        """Chooses the segment's dropout from its planned end in epochs, once; True when it was applied."""
+        """Chooses the segment's dropout from its planned end in epochs, once (and the step it starts at, after
+        an initial phase); True when the model's dropout changed (its training function is traced again)."""
         if self.choose_dropout is None or self.plan.dropout is not None:
             return False
-        self.plan.epochs = round(self.plan.end_step / self.steps_per_epoch, 2)
-        self.plan.dropout = float(self.choose_dropout(self.plan.epochs))
-        self._apply_dropout(self.plan.dropout)
+        plan = self.plan
+        plan.epochs = round(plan.end_step / self.steps_per_epoch, 2)
+        plan.dropout = float(self.choose_dropout(plan.epochs))
+        if self.initial_dropout is not None:
+            fraction = self.initial_dropout[1]
+            plan.dropout_from_step = plan.segment_start + round(fraction * (plan.end_step - plan.segment_start))
         logger.info(
-            "Dropout %g for the %.1f epochs the plan holds (%d steps of %.0f batches an epoch).",
-            self.plan.dropout, self.plan.epochs, self.plan.end_step, self.steps_per_epoch,
+            "Dropout %g for the %.1f epochs the plan holds (%d steps of %.0f batches an epoch)%s.",
+            plan.dropout, plan.epochs, plan.end_step, self.steps_per_epoch,
+            "" if plan.dropout_from_step is None else
+            f", from step {plan.dropout_from_step} (dropout {self.initial_dropout[0]:g} before it)",
         )  # fmt: skip
-        return True
+        return self._apply_dropout(self._dropout_at(int(self.step.numpy())))
 
-    def _apply_dropout(self, rate: float) -> None:
+    def _dropout_at(self, step: int) -> float:
+        """The plan's dropout at `step`: the initial phase's before `dropout_from_step`, the chosen one after."""
+        if self.plan.dropout_from_step is not None and step < self.plan.dropout_from_step:
+            return self.initial_dropout[0] if self.initial_dropout is not None else self.plan.dropout
+        return self.plan.dropout
+
+    def _apply_dropout(self, rate: float) -> bool:
+        """Sets the model's dropout unless it is already `rate`; True when it changed."""
+        if rate == self.dropout_in_model:
+            return False
         # The training function traced before keeps the rate it was traced with: the model rebuilds it.
         self.model.set_dropout(rate, rebuild_train_function=True)
+        self.dropout_in_model = rate
+        return True
 
     def _keep_end_before_deadline(self, step: int, now: float) -> None:
         """Moves a fixed end earlier when the steps have become slower than predicted, so that the rate still

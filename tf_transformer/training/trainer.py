@@ -66,8 +66,9 @@ logger = logging.getLogger("tf_transformer")
 # training hyperparameters (e.g. a lower learning rate after a divergence) do not change the weights' shapes,
 # and the decoding settings (decoding.json's) do not touch training.
 RESUMABLE_CHANGES = (
-    "vocab_size", "target_vocab_size", "dropout", "dropout_by_epochs", "attention_dropout", "activation_dropout",
-    "label_smoothing", "subword_nbest_size", "subword_alpha", "warmup_steps", "learning_rate_scale", *DECODE_FIELDS,
+    "vocab_size", "target_vocab_size", "dropout", "dropout_by_epochs", "initial_dropout", "initial_dropout_fraction",
+    "attention_dropout", "activation_dropout", "label_smoothing", "subword_nbest_size", "subword_alpha",
+    "warmup_steps", "learning_rate_scale", *DECODE_FIELDS,
 )  # fmt: skip
 
 
@@ -491,11 +492,13 @@ def _fit_loop(run: _Run, data: _Data, restored: _Restored, bleu, stop_signals, s
 
 
 def _build_model(config: TransformerConfig) -> Transformer:
-    """The run's model. When a budget may choose its dropout (`dropout_by_epochs`) and the config's is 0, the dropout
-    layers are built at the highest rate of the rule, then set to 0: Keras gives a Dropout layer its random state
-    only when it is created with a positive rate (with or without a budget, so that the checkpoints of one config
-    hold the same random states)."""
+    """The run's model. When a budget may choose its dropout (`dropout_by_epochs`, `initial_dropout`) and the config's
+    is 0, the dropout layers are built at the highest rate the budget may set, then set to 0: Keras gives a Dropout
+    layer its random state only when it is created with a positive rate (with or without a budget, so that the
+    checkpoints of one config hold the same random states)."""
     highest = max((rate for _, rate in config.dropout_rule()), default=0.0)
+    if config.has_initial_dropout:
+        highest = max(highest, config.initial_dropout)
     if config.dropout > 0 or highest == 0:
         return Transformer(config)
     model = Transformer(config.replace(dropout=highest))
@@ -518,6 +521,12 @@ def _check_settings(model_config, data_config, train_config, multi_worker) -> No
             "bleu_every: validation BLEU during training is not supported with strategy=multi_worker_mirrored (its "
             "custom loop runs no Keras callbacks, and the chief decoding alone would stall the other workers). Fix: "
             "set --bleu_every=0 and score checkpoints afterwards with tft-evaluate --checkpoint=PATH."
+        )
+    if model_config.has_initial_dropout and not train_config.fits_budget:
+        raise ConfigError(
+            f"initial_dropout_fraction: {model_config.initial_dropout_fraction} of a budget plan's steps, but this run "
+            "has no plan. Fix: give --time_limit_minutes (or --budget_schedule=on with --train_steps), or set "
+            "initial_dropout_fraction=0."
         )
     if train_config.budget_schedule == "on" and multi_worker:
         raise ConfigError(
