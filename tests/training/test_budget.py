@@ -243,7 +243,7 @@ def test_late_dropout_trains_the_first_share_of_the_planned_steps_at_the_initial
     plan = callback.plan
     assert (plan.end_step, plan.dropout, plan.dropout_from_step) == (980, 0.2, 490)
     assert applied == [0.0] and saved[-1]["dropout_from_step"] == 490  # no retrace at the choice
-    assert "dropout 0.2, chosen for 49.0 epochs, from step 490" in plan.describe()
+    assert "dropout 0.2, chosen for 49.0 epochs, after step 490" in plan.describe()
     drive(callback, step, 0.1, 388)
     assert int(step.numpy()) == 489 and applied == [0.0]
     drive(callback, step, 0.1, 1)

@@ -83,8 +83,8 @@ class BudgetPlan:
         epochs: the planned end in epochs when the dropout was chosen; None: not chosen (yet).
         dropout: the dropout chosen for those epochs (the model config's `dropout_by_epochs`); None: the config's
             `dropout`.
-        dropout_from_step: the step `dropout` starts at, the steps before it training at the config's
-            `initial_dropout`; None: from the segment's start.
+        dropout_from_step: the steps after this one train at `dropout`, the segment's steps up to it at the
+            config's `initial_dropout`; None: `dropout` from the segment's start.
     """
 
     time_limit_minutes: Optional[float]
@@ -127,7 +127,7 @@ class BudgetPlan:
         if self.dropout is not None:
             rewarm += f"; dropout {self.dropout:g}, chosen for {self.epochs:.1f} epochs"
             if self.dropout_from_step is not None:
-                rewarm += f", from step {self.dropout_from_step}"
+                rewarm += f", after step {self.dropout_from_step}"
         if self.time_limit_minutes is None:
             return (
                 f"steps {self.segment_start}-{self.end_step} (train_steps); the learning rate decays linearly to "
@@ -361,7 +361,7 @@ class FitToBudget(keras.callbacks.Callback):
             self.model.stop_training = True
             return
         if self.plan.dropout is not None and self._apply_dropout(self._dropout_at(step)):
-            logger.info("Dropout %g from step %d on.", self.plan.dropout, step)
+            logger.info("Dropout %g after step %d.", self.plan.dropout, step)
             # The next step holds the new trace: the timing window starts after it.
             self.window_start, self.window_pauses, self.last_step_end = None, 0.0, None
             return
@@ -407,7 +407,7 @@ class FitToBudget(keras.callbacks.Callback):
             "Dropout %g for the %.1f epochs the plan holds (%d steps of %.0f batches an epoch)%s.",
             plan.dropout, plan.epochs, plan.end_step, self.steps_per_epoch,
             "" if plan.dropout_from_step is None else
-            f", from step {plan.dropout_from_step} (dropout {self.initial_dropout[0]:g} before it)",
+            f", after step {plan.dropout_from_step} (dropout {self.initial_dropout[0]:g} up to it)",
         )  # fmt: skip
         return self._apply_dropout(self._dropout_at(int(self.step.numpy())))
 
