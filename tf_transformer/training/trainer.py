@@ -525,8 +525,8 @@ def _check_settings(model_config, data_config, train_config, multi_worker) -> No
     if model_config.has_initial_dropout and not train_config.fits_budget:
         raise ConfigError(
             f"initial_dropout_fraction: {model_config.initial_dropout_fraction} of a budget plan's steps, but this run "
-            "has no plan. Fix: give --time_limit_minutes (or --budget_schedule=on with --train_steps), or set "
-            "initial_dropout_fraction=0."
+            "has no plan. Fix: give --time_limit_minutes (or --budget_schedule=on with --train_steps; neither with "
+            "strategy=multi_worker_mirrored), or set initial_dropout_fraction=0."
         )
     if train_config.budget_schedule == "on" and multi_worker:
         raise ConfigError(
