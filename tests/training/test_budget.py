@@ -502,16 +502,17 @@ def test_a_time_limited_run_ends_its_learning_rate_at_zero_then_a_new_segment_ch
 
 
 def test_a_run_with_late_dropout_draws_no_masks_before_its_step_and_every_step_after(tmp_path, small_corpus):
-    # A plan to train_steps (no clock): 30 steps, dropout 0.3 from step 15 on, checkpoints every 5 steps.
+    # A plan to train_steps (no clock): 20 steps, dropout 0.3 after step 10, checkpoints every 5 steps.
     model, data = tiny_model_and_data(small_corpus, dropout=0.3, initial_dropout=0.0, initial_dropout_fraction=0.5)
     config = TrainConfig(
-        model_dir=str(tmp_path), train_steps=30, checkpoint_every=5, keep_checkpoints=10, budget_schedule="on", seed=1
-    )
+        model_dir=str(tmp_path), train_steps=20, checkpoint_every=5, keep_checkpoints=10, budget_schedule="on",
+        validation_batches=1, seed=1,
+    )  # fmt: skip
     result = train(model, data, config)
     plan = read_plan(tmp_path / "train_config.json")
-    assert (result.step, plan.dropout, plan.dropout_from_step) == (30, 0.3, 15), plan
-    states = {step: dropout_states(str(tmp_path / "checkpoints" / f"ckpt-{step}")) for step in (5, 15, 20, 30)}
-    assert np.array_equal(states[5], states[15])  # steps 6-15 at dropout 0: no masks drawn
-    advanced = states[30] - states[15]
-    assert np.count_nonzero(advanced[:, 1]) >= 3 and np.all(advanced[:, 1] % 15 == 0), advanced
-    assert np.array_equal(advanced, 3 * (states[20] - states[15]))  # 5 steps of the 15: the same masks a step
+    assert (result.step, plan.dropout, plan.dropout_from_step) == (20, 0.3, 10), plan
+    states = {step: dropout_states(str(tmp_path / "checkpoints" / f"ckpt-{step}")) for step in (5, 10, 15, 20)}
+    assert np.array_equal(states[5], states[10])  # steps 6-10 at dropout 0: no masks drawn
+    advanced = states[20] - states[10]
+    assert np.count_nonzero(advanced[:, 1]) >= 3 and np.all(advanced[:, 1] % 10 == 0), advanced
+    assert np.array_equal(advanced, 2 * (states[15] - states[10]))  # 5 steps of the 10: the same masks a step
