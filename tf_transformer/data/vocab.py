@@ -505,6 +505,4 @@ def _train_sentencepiece_in_child(sentences: List[str], options: dict) -> Tuple[
     message = errors.decode("utf-8", "replace").strip()
     if process.returncode == 1:  # SentencePiece refused the input
         return b"", json.loads(message.splitlines()[-1])
-    raise RuntimeError(
-        f"the SentencePiece child process failed with status {process.returncode}: {message[-2000:]}"
-    )
+    raise RuntimeError(f"the SentencePiece child process failed with status {process.returncode}: {message[-2000:]}")

@@ -448,6 +448,7 @@ def _run_loop(run: _Run, data: _Data, restored: _Restored):
 
 def _fit_multi_worker(run: _Run, data: _Data, state: TrainingState, stop_signals, skip: int) -> dict:
     """`fit_multi_worker` on each worker's shard of the one seeded order of batches, after the `skip` trained on."""
+
     def dataset_fn(input_context):
         # Every worker builds the same seeded order and keeps its own share of the batches.
         # Skipped before sharding: the position counts batches of the one seeded order.
@@ -545,8 +546,10 @@ def _check_settings(model_config, data_config, train_config, multi_worker) -> No
             "--valid_target=PATH, or set --bleu_every=0."
         )
     if model_config.samples_subwords and (multi_worker or data_config.deterministic or train_config.deterministic):
-        why = "every worker of multi-worker training must make the same batches" if multi_worker else (
-            "deterministic batches must be the same on every run"
+        why = (
+            "every worker of multi-worker training must make the same batches"
+            if multi_worker
+            else ("deterministic batches must be the same on every run")
         )
         raise ConfigError(
             f"subword_nbest_size: the model config samples subword segmentations ({model_config.subword_nbest_size}), "
