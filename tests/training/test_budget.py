@@ -324,8 +324,8 @@ def test_the_dropout_rule_of_a_config_and_its_errors():
 
 
 def test_setting_the_dropout_takes_effect_once_the_training_function_is_rebuilt():
-    # Seeded: with 32 target tokens a draw of masks moves the loss by 0.01-0.3 either way, and by chance (once in
-    # CI) by less than the 1e-3 asserted below; seed 0 moves it by 0.33 and 0.13.
+    # Seeded: with 32 target tokens a draw of masks moves the loss by 0.01-0.3 either way, and by chance (once in a
+    # .ci/run) by less than the 1e-3 asserted below; seed 0 moves it by 0.33 and 0.13.
     keras.utils.set_random_seed(0)
     config = tft.TransformerConfig.from_preset("tiny").replace(
         d_model=16, d_ff=32, num_encoder_layers=1, num_decoder_layers=1, dropout=0.5, attention_dropout=0.0
