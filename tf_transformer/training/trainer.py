@@ -549,7 +549,7 @@ def _check_settings(model_config, data_config, train_config, multi_worker) -> No
         why = (
             "every worker of multi-worker training must make the same batches"
             if multi_worker
-            else ("deterministic batches must be the same on every run")
+            else "deterministic batches must be the same on every run"
         )
         raise ConfigError(
             f"subword_nbest_size: the model config samples subword segmentations ({model_config.subword_nbest_size}), "
