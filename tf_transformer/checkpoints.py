@@ -46,6 +46,7 @@ from tf_transformer.model_dir import (  # noqa: F401 (the layout's names stay im
     CONFIG_FILE,
     UNREADABLE_DIR,
     VOCAB_DIR,
+    check_model_dir,
 )
 from tf_transformer.models import Transformer
 
@@ -415,13 +416,7 @@ def _first_line(error: Exception) -> str:
 
 def _read_model_dir(model_dir: pathlib.Path) -> Tuple[TransformerConfig, Tokenizer]:
     fix = "Fix: pass the --model_dir that tft-train wrote."
-    if not model_dir.is_dir():
-        raise FileNotFoundError(f"model_dir: {model_dir} is not a folder. {fix}")
-    config_path = model_dir / CONFIG_FILE
-    if not config_path.is_file():
-        raise FileNotFoundError(
-            f"model_dir: {config_path} does not exist, so {model_dir} is not a trained model directory. {fix}"
-        )
+    config_path = check_model_dir(model_dir) / CONFIG_FILE
     try:
         config = TransformerConfig.from_json(config_path)
     except ConfigError as error:  # the package's own type, with the file named

@@ -1,9 +1,14 @@
 """The model directory's layout: the name of every file and folder that `tft-train` writes and the commands read.
 
-One module, importing nothing, so that the trainer that writes a model directory, the readers
-(`tf_transformer.checkpoints`), validation BLEU and the exporter name its parts the same way without importing
-each other. docs/DESIGN.md ("The model directory") says what each holds.
+One module, importing nothing of the package (and no TensorFlow), so that the trainer that writes a model directory,
+the readers (`tf_transformer.checkpoints`), validation BLEU and the exporter name its parts the same way without
+importing each other, and the commands can check a --model_dir before TensorFlow starts (`check_model_dir`).
+docs/DESIGN.md ("The model directory") says what each holds.
 """
+
+import os
+import pathlib
+from typing import Union
 
 CONFIG_FILE = "config.json"  # the resolved TransformerConfig
 DATA_CONFIG_FILE = "data_config.json"
@@ -21,3 +26,19 @@ LOG_DIR = "logs"  # Keras' TensorBoard callback: logs/train, logs/validation
 TRAIN_LOG_DIR = "logs/train"  # also the trainer's own per-step scalars (TrainingMonitor, the multi-worker loop)
 BLEU_LOG_DIR = "logs/bleu"  # not logs/validation, which Keras' TensorBoard callback writes to
 DECODING_FILE = "decoding.json"  # beam_size, length_penalty, method, average_last: tft-translate's defaults
+
+
+def check_model_dir(model_dir: Union[str, os.PathLike]) -> pathlib.Path:
+    """`model_dir` as a path if it is a folder with a config.json, as tft-train writes one; else FileNotFoundError
+    that names what is missing and the fix. File checks only: the commands run it before TensorFlow starts, so a
+    mistyped --model_dir is refused at once (`tf_transformer.checkpoints` reads and checks the rest)."""
+    model_dir = pathlib.Path(model_dir)
+    fix = "Fix: pass the --model_dir that tft-train wrote."
+    if not model_dir.is_dir():
+        raise FileNotFoundError(f"model_dir: {model_dir} is not a folder. {fix}")
+    if not (model_dir / CONFIG_FILE).is_file():
+        raise FileNotFoundError(
+            f"model_dir: {model_dir / CONFIG_FILE} does not exist, so {model_dir} is not a trained model directory. "
+            f"{fix}"
+        )
+    return model_dir

@@ -1,6 +1,6 @@
-"""A bad decoding flag stops each command at once: one line naming the flag and the fix, exit status 1, and
-nothing read or started before it (the model directory's checkpoints here are unreadable, no input exists, and
-TensorFlow is not imported)."""
+"""A bad decoding flag, or a --model_dir that is no model directory, stops each command at once: one line naming
+the flag and the fix, exit status 1, and nothing read or started before it (the model directory's checkpoints here
+are unreadable, no input exists, and TensorFlow is not imported)."""
 
 import json
 import os
@@ -47,5 +47,36 @@ def test_a_bad_beam_size_is_refused_before_the_model_is_read(broken_model_dir, t
     assert len(errors) == 1 and errors[0].startswith(MESSAGE), result.stderr[-2000:]
     assert "Fix: set --beam_size to an integer >= 1" in errors[0]
     assert "Traceback" not in result.stderr and result.stdout == ""
+    imported = {line.rsplit("|", 1)[1].strip() for line in lines if line.startswith("import time:")}
+    assert "tf_transformer.cli" in imported and "tensorflow" not in imported  # refused before TensorFlow starts
+
+
+@pytest.mark.parametrize(
+    "tool, flags",
+    [
+        ("translate.py", ["--input=/nonexistent/input.en"]),
+        ("evaluate.py", ["--sources=/nonexistent/sources.en", "--references=/nonexistent/references.de"]),
+        ("export.py", ["--export_dir=/nonexistent/exports"]),
+        ("score.py", ["--sources=/nonexistent/sources.en", "--targets=/nonexistent/targets.de"]),
+        ("plot_attention.py", ["--sentence=A dog runs.", "--output_dir=/nonexistent/plots"]),
+    ],
+)
+@pytest.mark.parametrize("model_dir", ["missing", "empty"])
+def test_a_model_dir_that_is_no_model_directory_is_refused_before_tensorflow_starts(tmp_path, tool, flags, model_dir):
+    # A mistyped --model_dir, the commonest mistake: one line at once, not after TensorFlow's start of seconds.
+    path = tmp_path / model_dir
+    if model_dir == "empty":
+        path.mkdir()  # a folder, but no config.json: not written by tft-train
+    command = [sys.executable, "-X", "importtime", str(ROOT / "tools" / tool), f"--model_dir={path}", *flags]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, env=ENV)
+    assert result.returncode == 1, result.stderr[-2000:]
+    lines = result.stderr.splitlines()
+    errors = [line for line in lines if line.startswith("error:")]
+    expected = (
+        f"error: model_dir: {path} is not a folder. "
+        if model_dir == "missing"
+        else f"error: model_dir: {path / 'config.json'} does not exist, so {path} is not a trained model directory. "
+    )
+    assert errors == [expected + "Fix: pass the --model_dir that tft-train wrote."], result.stderr[-2000:]
     imported = {line.rsplit("|", 1)[1].strip() for line in lines if line.startswith("import time:")}
     assert "tf_transformer.cli" in imported and "tensorflow" not in imported  # refused before TensorFlow starts

@@ -11,6 +11,7 @@ from absl import flags
 
 from tf_transformer.cli import check_weights_flags
 from tf_transformer.decoding.settings import DEFAULTS, METHODS, DecodingSettings, command_settings, describe
+from tf_transformer.model_dir import check_model_dir
 from tf_transformer.quantization import MODES as QUANTIZE_MODES
 
 CHECKPOINT = flags.DEFINE_string("checkpoint", None, "A checkpoint path prefix, or best (default: the latest).")
@@ -59,8 +60,10 @@ def check_checkpoint_flags() -> None:
 def settings(model_dir: str, **others) -> DecodingSettings:
     """The checked decoding settings for `model_dir` (flags given, else its decoding.json, else the defaults),
     with `others` (settings only flags give, e.g. n_best), logged in one line that says where each came from.
-    Reads decoding.json, not the model: a bad flag stops the command before anything heavy runs."""
+    Reads decoding.json, not the model: a bad flag, or a --model_dir that is no model directory, stops the command
+    before anything heavy runs."""
     check_checkpoint_flags()
+    check_model_dir(model_dir)
     given = {name: flag.value for name, flag in _SETTING_FLAGS.items() if flags.FLAGS[flag.name].present}
     value, sources = command_settings(given, model_dir, checkpoint_given=CHECKPOINT.value is not None, **others)
     logging.getLogger("tf_transformer").info(describe(value.json_settings(), sources))

@@ -24,6 +24,7 @@ from absl import flags
 
 from tf_transformer.cli import check_weights_flags, exit_on, run_binary
 from tf_transformer.decoding.settings import DEFAULTS, DecodingSettings, describe, resolve_settings
+from tf_transformer.model_dir import check_model_dir
 from tf_transformer.quantization import MODES as QUANTIZE_MODES
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.", required=True)
@@ -63,6 +64,7 @@ def check_flags():
     """The flags and the model directory's decoding settings, checked before TensorFlow starts and the model is
     read: (settings, where each came from)."""
     check_weights_flags(_CHECKPOINT.value, _AVERAGE_LAST.value)
+    check_model_dir(_MODEL_DIR.value)
     setting_flags = (_BEAM_SIZE, _LENGTH_PENALTY, _AVERAGE_LAST, _NO_REPEAT_NGRAM_SIZE, _MAX_DECODE_LENGTH)
     given = {flag.name: flag.value for flag in setting_flags if flag.present}
     decoding, sources = resolve_settings(given, _MODEL_DIR.value, checkpoint_given=_CHECKPOINT.value is not None)

@@ -28,6 +28,7 @@ from absl import flags
 
 from tf_transformer.cli import check_weights_flags, exit_on, progress_bar, run_binary, write_output
 from tf_transformer.decoding.settings import resolve_settings
+from tf_transformer.model_dir import check_model_dir
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.", required=True)
 _SOURCES = flags.DEFINE_string("sources", None, "Source sentences, one a line, plain or gzip.", required=True)
@@ -46,8 +47,14 @@ _BATCH_TOKENS = flags.DEFINE_integer(
 )
 
 
-def main(argv):
-    del argv
+def check_flags():
+    """The checks that need no TensorFlow: the checkpoint flags and that --model_dir is a model directory."""
+    check_weights_flags(_CHECKPOINT.value, _AVERAGE_LAST.value)
+    check_model_dir(_MODEL_DIR.value)
+
+
+def main(argv, checked):
+    del argv, checked
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
     # Imported here, not at the top: --help must not import TensorFlow.
     from tf_transformer.checkpoints import load_translation_model
@@ -55,7 +62,6 @@ def main(argv):
     from tf_transformer.decoding.scoring import format_scores, score_texts
 
     with exit_on(FileNotFoundError, ValueError):  # ConfigError and DataError are ValueErrors
-        check_weights_flags(_CHECKPOINT.value, _AVERAGE_LAST.value)
         sources = read_sentences(_SOURCES.value, "--sources")
         targets = read_sentences(_TARGETS.value, "--targets")
         if len(sources) != len(targets):
@@ -81,7 +87,7 @@ def main(argv):
 
 def run():
     """The `tft-score` command (its console script and the checkout's wrapper script call it)."""
-    run_binary(__name__, main)
+    run_binary(__name__, main, check_flags=check_flags)
 
 
 if __name__ == "__main__":
