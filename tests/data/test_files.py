@@ -74,7 +74,7 @@ def test_undecodable_bytes_name_the_file_the_line_and_the_fix(tmp_path, compress
 
 
 def test_undecodable_bytes_far_into_a_file_get_the_right_line(tmp_path, monkeypatch):
-    import tf_transformer.data.files as files
+    import tf_transformer.data.text_files as files
 
     monkeypatch.setattr(files, "_CHUNK_BYTES", 64)  # many chunk boundaries, some inside a line
     lines = [f"sentence number {i} é".encode() for i in range(200)]

@@ -31,9 +31,14 @@ TF_LOG_LINE = re.compile(
 )
 
 
-def run(tool, *arguments, stdin=None, timeout=300, env=ENV):
-    command = [sys.executable, str(TOOLS / tool), *map(str, arguments)]
+def run(tool, *arguments, stdin=None, timeout=300, env=ENV, python_options=()):
+    command = [sys.executable, *python_options, str(TOOLS / tool), *map(str, arguments)]
     return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def imported_modules(result):
+    """The modules a command run with `python_options=("-X", "importtime")` imported (Python lists them on stderr)."""
+    return {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
 
 
 def write_lines(path, lines):
@@ -149,8 +154,15 @@ def test_evaluate_scores_a_hypothesis_file(corpus, tmp_path):
     references = corpus["valid_de"].read_text(encoding="utf-8").splitlines()[:5]
     hypotheses = write_lines(tmp_path / "hyp.de", [references[0], "", "ein Hund", references[3], "Hallo"])
     reference_file = write_lines(tmp_path / "ref.de", references)
-    result = run("evaluate.py", f"--references={reference_file}", f"--hypotheses={hypotheses}")
+    result = run(
+        "evaluate.py",
+        f"--references={reference_file}",
+        f"--hypotheses={hypotheses}",
+        python_options=("-X", "importtime"),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
+    # Scoring a file needs no model: TensorFlow is not started (a fraction of a second, not several).
+    assert "sacrebleu" in imported_modules(result) and "tensorflow" not in imported_modules(result)
     scores = json.loads(result.stdout)
     for key in ("bleu", "bleu_signature", "chrf", "chrf_signature", "tok_lower_bleu", "sentences"):
         assert key in scores
@@ -397,13 +409,17 @@ def test_score_writes_a_line_per_pair_and_ranks_the_models_own_translation_first
 def test_score_refuses_files_of_different_lengths(model_dir, tmp_path):
     sources = write_lines(tmp_path / "sources.en", ["A dog.", "Two men.", "A cat."])
     targets = write_lines(tmp_path / "targets.de", ["Ein Hund.", "Zwei Männer."])
-    result = run("score.py", f"--model_dir={model_dir}", f"--sources={sources}", f"--targets={targets}")
+    result = run(
+        "score.py", f"--model_dir={model_dir}", f"--sources={sources}", f"--targets={targets}",
+        python_options=("-X", "importtime"),
+    )  # fmt: skip
     assert result.returncode == 1
     assert (
         f"error: --sources {sources} has 3 lines but --targets {targets} has 2. Fix: give one target line per "
         "source line" in result.stderr
     )
     assert "Traceback" not in result.stderr and result.stdout == ""
+    assert "tensorflow" not in imported_modules(result)  # refused before TensorFlow starts
 
 
 def test_score_texts_traces_once_keeps_the_input_order_and_cuts_long_sides(model_dir, corpus, sources, caplog):

@@ -133,12 +133,13 @@ def start_tensorflow(show_log: bool = False) -> None:
             sys.stderr.flush()
 
 
-def run_binary(module_name: str, main, *shared_flag_modules: str, check_flags=None) -> None:
+def run_binary(module_name: str, main, *shared_flag_modules: str, check_flags=None, needs_tensorflow=None) -> None:
     """The console command of the binary `module_name`: its --help (`adopt_help`), then absl's `app.run(main)`,
     which parses the flags, runs `check_flags` if given (the checks that need neither TensorFlow nor a model: a bad
     flag is refused in a second, its error one `error:` line), starts TensorFlow (`start_tensorflow`: quietly unless
     --tf_log) and calls `main(argv)`, or `main(argv, what check_flags returned)`. --help needs neither TensorFlow
-    nor main, so it is instant when the binary's module imports no TensorFlow."""
+    nor main, so it is instant when the binary's module imports no TensorFlow. `needs_tensorflow(what check_flags
+    returned)`, if given, may say False: then main runs without TensorFlow (tft-evaluate scoring a file)."""
     adopt_help(module_name, *shared_flag_modules)
 
     def main_after_tensorflow(argv):
@@ -146,7 +147,8 @@ def run_binary(module_name: str, main, *shared_flag_modules: str, check_flags=No
         if check_flags is not None:
             with exit_on(FileNotFoundError, FileExistsError, ValueError):  # ConfigError is a ValueError
                 arguments.append(check_flags())
-        start_tensorflow(show_log=_TF_LOG.value)
+        if needs_tensorflow is None or needs_tensorflow(*arguments[1:]):
+            start_tensorflow(show_log=_TF_LOG.value)
         return main(*arguments)
 
     app.run(main_after_tensorflow)

@@ -43,7 +43,7 @@ _TUNE_LENGTH_PENALTIES = flags.DEFINE_list(
 
 
 def read_file(path, flag):
-    from tf_transformer.data.files import inspect_text_file, read_lines  # not at the top: --help needs no TensorFlow
+    from tf_transformer.data.text_files import inspect_text_file, read_lines  # no TensorFlow
 
     inspect_text_file(path, flag)  # a clear error for a missing, empty or non-UTF-8 file
     return list(read_lines(path))
@@ -126,7 +126,9 @@ def main(argv, checked):
 
 def run():
     """The `tft-evaluate` command (its console script and the checkout's wrapper script call it)."""
-    run_binary(__name__, main, decoding_flags.__name__, check_flags=check_flags)
+    # Scoring a file of translations needs no model, so no TensorFlow: it takes as long as sacrebleu.
+    run_binary(__name__, main, decoding_flags.__name__, check_flags=check_flags,
+               needs_tensorflow=lambda checked: _HYPOTHESES.value is None)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ import logging as pylogging
 from absl import flags
 
 from tf_transformer.cli import check_weights_flags, exit_on, progress_bar, run_binary, write_output
+from tf_transformer.data.text_files import read_sentences
 from tf_transformer.decoding.settings import resolve_settings
 from tf_transformer.model_dir import check_model_dir
 
@@ -48,27 +49,30 @@ _BATCH_TOKENS = flags.DEFINE_integer(
 
 
 def check_flags():
-    """The checks that need no TensorFlow: the checkpoint flags and that --model_dir is a model directory."""
+    """The checks that need no TensorFlow (the checkpoint flags, that --model_dir is a model directory, both files
+    readable and one target line per source line): (sources, targets)."""
     check_weights_flags(_CHECKPOINT.value, _AVERAGE_LAST.value)
     check_model_dir(_MODEL_DIR.value)
+    sources = read_sentences(_SOURCES.value, "--sources")
+    targets = read_sentences(_TARGETS.value, "--targets")
+    if len(sources) != len(targets):
+        raise ValueError(
+            f"--sources {_SOURCES.value} has {len(sources)} lines but --targets {_TARGETS.value} has "
+            f"{len(targets)}. Fix: give one target line per source line (an empty line for an empty target)."
+        )
+    return sources, targets
 
 
 def main(argv, checked):
-    del argv, checked
+    """Scores the pairs `checked` (what `check_flags` returned) with the model directory's model."""
+    del argv
+    sources, targets = checked
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
     # Imported here, not at the top: --help must not import TensorFlow.
     from tf_transformer.checkpoints import load_translation_model
-    from tf_transformer.data.files import read_sentences
     from tf_transformer.decoding.scoring import format_scores, score_texts
 
     with exit_on(FileNotFoundError, ValueError):  # ConfigError and DataError are ValueErrors
-        sources = read_sentences(_SOURCES.value, "--sources")
-        targets = read_sentences(_TARGETS.value, "--targets")
-        if len(sources) != len(targets):
-            raise ValueError(
-                f"--sources {_SOURCES.value} has {len(sources)} lines but --targets {_TARGETS.value} has "
-                f"{len(targets)}. Fix: give one target line per source line (an empty line for an empty target)."
-            )
         given = {"average_last": _AVERAGE_LAST.value} if _AVERAGE_LAST.present else {}
         settings, origins = resolve_settings(given, _MODEL_DIR.value, checkpoint_given=_CHECKPOINT.value is not None)
         average_last = settings["average_last"]

@@ -33,7 +33,7 @@ _TIMEOUT = flags.DEFINE_float("timeout", 60.0, "Seconds to wait for each answer.
 def main(argv):
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
     # Imported here, not at the top: --help must not import TensorFlow.
-    from tf_transformer.data.files import read_sentences
+    from tf_transformer.data.text_files import read_sentences
     from tf_transformer.decoding.text import format_results
 
     with exit_on(ConnectionError, RuntimeError, FileNotFoundError, ValueError):

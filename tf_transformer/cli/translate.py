@@ -120,7 +120,7 @@ def main(argv, decoding):
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
     with exit_on(FileNotFoundError, ValueError):  # ConfigError and DataError are ValueErrors
         # Imported here, not at the top: --help and a bad flag need no TensorFlow.
-        from tf_transformer.data.files import read_sentences
+        from tf_transformer.data.text_files import read_sentences
         from tf_transformer.decoding.text import format_results, translate_texts
 
         sentences = read_sentences(_INPUT.value, "--input")

@@ -24,7 +24,7 @@ _LAZY = {
     "download_multi30k": "tf_transformer.data.multi30k",
     "encode_batch": "tf_transformer.data.pipeline",
     "FileCorpus": "tf_transformer.data.files",
-    "inspect_text_file": "tf_transformer.data.files",
+    "inspect_text_file": "tf_transformer.data.text_files",
     "make_dataset": "tf_transformer.data.pipeline",
     "multi30k_corpus": "tf_transformer.data.multi30k",
     "open_corpus": "tf_transformer.data.sources",

@@ -1,139 +1,15 @@
-"""Parallel text files: one sentence a line, plain or gzip (told apart by magic bytes), UTF-8, aligned by line."""
+"""Parallel text files: two files aligned by line, one sentence a line (`tf_transformer.data.text_files` reads and
+checks each)."""
 
 from __future__ import annotations
 
-import dataclasses
-import gzip
-import os
-import sys
-import zlib
-from typing import BinaryIO, Iterator, List, Optional, Tuple, Union
+from typing import Iterator, Optional, Tuple
 
 import tensorflow as tf
 
 from tf_transformer.data.corpus import ASCII_WHITESPACE, ParallelCorpus
 from tf_transformer.data.errors import DataError
-
-GZIP_MAGIC = b"\x1f\x8b"
-UTF8_BOM = b"\xef\xbb\xbf"
-_CHUNK_BYTES = 8 << 20
-
-PathLike = Union[str, os.PathLike]
-
-
-def is_gzip(path: PathLike) -> bool:
-    """True when the file starts with the gzip magic bytes (whatever its name ends with)."""
-    with open(path, "rb") as handle:
-        return handle.read(2) == GZIP_MAGIC
-
-
-def open_binary(path: PathLike) -> BinaryIO:
-    """Opens a plain or gzip file for reading its (decompressed) bytes."""
-    return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
-
-
-@dataclasses.dataclass(frozen=True)
-class TextFileInfo:
-    """What one validating pass learned about a text file.
-
-    Attributes:
-        path: the file.
-        compressed: True for gzip.
-        num_lines: lines, counting a last line without a newline; what `tf.data.TextLineDataset` yields.
-        has_bom: the text starts with a UTF-8 byte-order mark (removed when reading).
-    """
-
-    path: str
-    compressed: bool
-    num_lines: int
-    has_bom: bool
-
-
-def inspect_text_file(path: PathLike, flag: Optional[str] = None) -> TextFileInfo:
-    """Checks that `path` is a non-empty, readable, UTF-8 text file (plain or gzip) and counts its lines.
-
-    One streaming pass in large chunks, so it is cheap next to training (benchmarks/NOTES.md, "Figures moved
-    out of docstrings").
-
-    Args:
-        path: the file.
-        flag: the command-line flag that set the path, named in the fix of a missing file.
-
-    Raises:
-        DataError: the file is missing, is empty, is a broken gzip file, or has bytes that are not UTF-8
-            (the message gives the 1-based line number).
-    """
-    path = os.fspath(path)
-    set_it = f"set {flag} to" if flag else "pass"
-    if not os.path.exists(path):
-        raise DataError(f"{path}: no such file. Fix: {set_it} an existing text or gzip file.")
-    if not os.path.isfile(path):
-        raise DataError(f"{path}: not a regular file. Fix: {set_it} a text or gzip file, not a folder.")
-    if os.path.getsize(path) == 0:
-        raise DataError(f"{path}: the file is empty. Fix: {set_it} a file with one sentence a line.")
-    compressed = is_gzip(path)
-    num_lines, has_bom, carry = 0, False, b""
-    try:
-        with open_binary(path) as handle:
-            first = True
-            while True:
-                chunk = handle.read(_CHUNK_BYTES)
-                data = carry + chunk
-                if first:
-                    has_bom, first = data.startswith(UTF8_BOM), False
-                # Decode whole lines only, so that an error's offset gives its line and no multi-byte
-                # character is cut at a chunk boundary.
-                cut = data.rfind(b"\n") + 1 if chunk else len(data)
-                complete, carry = data[:cut], data[cut:]
-                try:
-                    complete.decode("utf-8")
-                except UnicodeDecodeError as error:
-                    line = num_lines + complete.count(b"\n", 0, error.start) + 1
-                    raise DataError(
-                        f"{path}: line {line} is not valid UTF-8 ({error.reason}: byte "
-                        f"0x{complete[error.start]:02x}). Fix: re-encode the file as UTF-8 (e.g. "
-                        f"iconv -f latin1 -t utf-8 FILE > FILE.utf8)"
-                        + (f" and {set_it} the new file." if flag else ".")
-                    ) from None
-                num_lines += complete.count(b"\n") + (0 if chunk or not complete or complete.endswith(b"\n") else 1)
-                if not chunk:
-                    break
-    except (OSError, EOFError, zlib.error) as error:
-        raise DataError(
-            f"{path}: cannot be read as {'gzip' if compressed else 'text'} ({error}). "
-            "Fix: re-download or re-compress the file (gzip -t FILE tests it)."
-        ) from None
-    if num_lines == 0:
-        raise DataError(f"{path}: the file is empty. Fix: {set_it} a file with one sentence a line.")
-    return TextFileInfo(path=path, compressed=compressed, num_lines=num_lines, has_bom=has_bom)
-
-
-def read_lines(path: PathLike) -> Iterator[str]:
-    """The lines of a plain or gzip UTF-8 file, without line ends or a leading byte-order mark."""
-    with open_binary(path) as handle:
-        for number, raw in enumerate(handle):
-            line = raw.decode("utf-8").rstrip("\r\n")
-            yield line[1:] if number == 0 and line.startswith("\ufeff") else line
-
-
-def read_sentences(path: Optional[PathLike] = None, flag: Optional[str] = None) -> List[str]:
-    """The lines of `path` (plain or gzip, checked with `inspect_text_file`), or of stdin without a path: UTF-8,
-    without line ends or a leading byte-order mark; the sentences the translation commands read.
-
-    Raises:
-        DataError: a missing, empty or non-UTF-8 file (naming `flag`).
-        UnicodeDecodeError: stdin is not UTF-8.
-    """
-    if path is None:
-        lines = sys.stdin.buffer.read().decode("utf-8").split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        lines = [line.rstrip("\r") for line in lines]
-        if lines and lines[0].startswith("\ufeff"):
-            lines[0] = lines[0][1:]
-        return lines
-    inspect_text_file(path, flag)
-    return list(read_lines(path))
+from tf_transformer.data.text_files import PathLike, TextFileInfo, inspect_text_file, read_lines
 
 
 class FileCorpus(ParallelCorpus):
