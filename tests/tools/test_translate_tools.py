@@ -482,9 +482,13 @@ def test_translate_with_target_prefixes_and_the_guards_as_flags(model_dir, sourc
     short = write_lines(tmp_path / "short.de", prefixes[:2])
     for flag, message in ((f"--target_prefix={short}", f"error: --target_prefix: 2 lines for {len(sources)} input"),
                           ("--max_decode_length=1.5y", "error: --max_decode_length: must be N")):  # fmt: skip
-        refused = run("translate.py", f"--model_dir={model_dir}", f"--input={source_file}", flag)
+        refused = run(
+            "translate.py", f"--model_dir={model_dir}", f"--input={source_file}", flag,
+            python_options=("-X", "importtime"),
+        )  # fmt: skip
         assert refused.returncode == 1 and message in refused.stderr, refused.stderr[-3000:]
         assert "Fix:" in refused.stderr and "Traceback" not in refused.stderr
+        assert "tensorflow" not in imported_modules(refused)  # refused before TensorFlow starts
 
 
 def test_train_lowercase_makes_a_model_that_folds_case_in_and_writes_lowercase_out(corpus, sources, tmp_path):

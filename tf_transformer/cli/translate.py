@@ -51,6 +51,7 @@ from absl import flags
 
 from tf_transformer.cli import _decoding_flags as decoding_flags
 from tf_transformer.cli import exit_on, progress_bar, run_binary, write_output
+from tf_transformer.data.text_files import read_sentences
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.")
 _SAVED_MODEL = flags.DEFINE_string(
@@ -106,32 +107,31 @@ def check_model_flags():
 
 
 def check_flags():
-    """The flags and the model directory's decoding settings, checked before TensorFlow starts and anything is read;
-    the settings (None with --saved_model)."""
+    """The flags, the model directory's decoding settings and the input, checked and read before TensorFlow starts:
+    (the settings (None with --saved_model), the sentences, the target prefixes or None)."""
     check_model_flags()
-    if _MODEL_DIR.value is None:
-        return None
-    return decoding_flags.settings(_MODEL_DIR.value, n_best=_N_BEST.value)
+    decoding = None if _MODEL_DIR.value is None else decoding_flags.settings(_MODEL_DIR.value, n_best=_N_BEST.value)
+    sentences = read_sentences(_INPUT.value, "--input")
+    prefixes = None
+    if _TARGET_PREFIX.value is not None:
+        prefixes = read_sentences(_TARGET_PREFIX.value, "--target_prefix")
+        if len(prefixes) != len(sentences):
+            raise ValueError(
+                f"--target_prefix: {len(prefixes)} lines for {len(sentences)} input lines. Fix: give one prefix a "
+                "line for each input line (an empty line for none)."
+            )
+    return decoding, sentences, prefixes
 
 
-def main(argv, decoding):
-    """Translates with `decoding`, the settings `check_flags` returned."""
+def main(argv, checked):
+    """Translates with `checked`, what `check_flags` returned."""
     del argv
+    decoding, sentences, prefixes = checked
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
     with exit_on(FileNotFoundError, ValueError):  # ConfigError and DataError are ValueErrors
         # Imported here, not at the top: --help and a bad flag need no TensorFlow.
-        from tf_transformer.data.text_files import read_sentences
         from tf_transformer.decoding.text import format_results, translate_texts
 
-        sentences = read_sentences(_INPUT.value, "--input")
-        prefixes = None
-        if _TARGET_PREFIX.value is not None:
-            prefixes = read_sentences(_TARGET_PREFIX.value, "--target_prefix")
-            if len(prefixes) != len(sentences):
-                raise ValueError(
-                    f"--target_prefix: {len(prefixes)} lines for {len(sentences)} input lines. Fix: give one prefix a "
-                    "line for each input line (an empty line for none)."
-                )
         with progress_bar(len(sentences), "sentence", shown=_OUTPUT.value is not None) as progress:
             if _SAVED_MODEL.value is not None:
                 from tf_transformer.export import translate_with_saved_model
