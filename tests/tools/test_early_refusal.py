@@ -13,6 +13,13 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 MESSAGE = "error: --beam_size: must be an integer >= 1"
+# The commands that take decoding flags, each with the other flags it needs (none of whose files exist).
+DECODING_TOOLS = [
+    ("translate.py", ["--input=/nonexistent/input.en"]),
+    ("evaluate.py", ["--sources=/nonexistent/sources.en", "--references=/nonexistent/references.de"]),
+    ("export.py", ["--export_dir=/nonexistent/exports"]),
+    ("plot_attention.py", ["--sentence=A dog runs.", "--output_dir=/nonexistent/plots"]),
+]
 
 
 @pytest.fixture(scope="module")
@@ -27,15 +34,7 @@ def broken_model_dir(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize(
-    "tool, flags",
-    [
-        ("translate.py", ["--input=/nonexistent/input.en"]),
-        ("evaluate.py", ["--sources=/nonexistent/sources.en", "--references=/nonexistent/references.de"]),
-        ("export.py", ["--export_dir=/nonexistent/exports"]),
-        ("plot_attention.py", ["--sentence=A dog runs.", "--output_dir=/nonexistent/plots"]),
-    ],
-)
+@pytest.mark.parametrize("tool, flags", DECODING_TOOLS)
 def test_a_bad_beam_size_is_refused_before_the_model_is_read(broken_model_dir, tool, flags):
     # -X importtime: Python lists every module it imports on stderr; TensorFlow must not be among them.
     command = [sys.executable, "-X", "importtime", str(ROOT / "tools" / tool), f"--model_dir={broken_model_dir}",
@@ -52,14 +51,7 @@ def test_a_bad_beam_size_is_refused_before_the_model_is_read(broken_model_dir, t
 
 
 @pytest.mark.parametrize(
-    "tool, flags",
-    [
-        ("translate.py", ["--input=/nonexistent/input.en"]),
-        ("evaluate.py", ["--sources=/nonexistent/sources.en", "--references=/nonexistent/references.de"]),
-        ("export.py", ["--export_dir=/nonexistent/exports"]),
-        ("score.py", ["--sources=/nonexistent/sources.en", "--targets=/nonexistent/targets.de"]),
-        ("plot_attention.py", ["--sentence=A dog runs.", "--output_dir=/nonexistent/plots"]),
-    ],
+    "tool, flags", [*DECODING_TOOLS, ("score.py", ["--sources=/nonexistent/sources.en", "--targets=/nonexistent/t.de"])]
 )
 @pytest.mark.parametrize("model_dir", ["missing", "empty"])
 def test_a_model_dir_that_is_no_model_directory_is_refused_before_tensorflow_starts(tmp_path, tool, flags, model_dir):
