@@ -44,6 +44,7 @@ from tf_transformer.model_dir import (  # noqa: F401 (the layout's names stay im
     BEST_JSON,
     CHECKPOINT_DIR,
     CONFIG_FILE,
+    MODEL_DIR_FIX,
     UNREADABLE_DIR,
     VOCAB_DIR,
     check_model_dir,
@@ -415,7 +416,6 @@ def _first_line(error: Exception) -> str:
 
 
 def _read_model_dir(model_dir: pathlib.Path) -> Tuple[TransformerConfig, Tokenizer]:
-    fix = "Fix: pass the --model_dir that tft-train wrote."
     config_path = check_model_dir(model_dir) / CONFIG_FILE
     try:
         config = TransformerConfig.from_json(config_path)
@@ -424,7 +424,7 @@ def _read_model_dir(model_dir: pathlib.Path) -> Tuple[TransformerConfig, Tokeniz
     check_special_ids(config)
     vocab_dir = model_dir / VOCAB_DIR
     if not vocab_dir.is_dir():
-        raise FileNotFoundError(f"model_dir: {vocab_dir} does not exist (the model's vocabulary). {fix}")
+        raise FileNotFoundError(f"model_dir: {vocab_dir} does not exist (the model's vocabulary). {MODEL_DIR_FIX}")
     try:
         tokenizer = Tokenizer.from_directory(vocab_dir)
     except DataError as error:

@@ -27,18 +27,20 @@ TRAIN_LOG_DIR = "logs/train"  # also the trainer's own per-step scalars (Trainin
 BLEU_LOG_DIR = "logs/bleu"  # not logs/validation, which Keras' TensorBoard callback writes to
 DECODING_FILE = "decoding.json"  # beam_size, length_penalty, method, average_last: tft-translate's defaults
 
+# The fix every "not a model directory" error ends with.
+MODEL_DIR_FIX = "Fix: pass the --model_dir that tft-train wrote."
+
 
 def check_model_dir(model_dir: Union[str, os.PathLike]) -> pathlib.Path:
     """`model_dir` as a path if it is a folder with a config.json, as tft-train writes one; else FileNotFoundError
     that names what is missing and the fix. File checks only: the commands run it before TensorFlow starts, so a
     mistyped --model_dir is refused at once (`tf_transformer.checkpoints` reads and checks the rest)."""
     model_dir = pathlib.Path(model_dir)
-    fix = "Fix: pass the --model_dir that tft-train wrote."
     if not model_dir.is_dir():
-        raise FileNotFoundError(f"model_dir: {model_dir} is not a folder. {fix}")
+        raise FileNotFoundError(f"model_dir: {model_dir} is not a folder. {MODEL_DIR_FIX}")
     if not (model_dir / CONFIG_FILE).is_file():
         raise FileNotFoundError(
             f"model_dir: {model_dir / CONFIG_FILE} does not exist, so {model_dir} is not a trained model directory. "
-            f"{fix}"
+            f"{MODEL_DIR_FIX}"
         )
     return model_dir

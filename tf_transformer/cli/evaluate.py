@@ -27,6 +27,7 @@ from absl import flags
 
 from tf_transformer.cli import _decoding_flags as decoding_flags
 from tf_transformer.cli import exit_on, run_binary
+from tf_transformer.data.text_files import read_sentences  # no TensorFlow
 from tf_transformer.decoding.settings import TUNED_LENGTH_PENALTIES
 
 _REFERENCES = flags.DEFINE_string("references", None, "Reference translations, one a line (needed but with --tune_on).")
@@ -42,18 +43,11 @@ _TUNE_LENGTH_PENALTIES = flags.DEFINE_list(
 )  # fmt: skip
 
 
-def read_file(path, flag):
-    from tf_transformer.data.text_files import inspect_text_file, read_lines  # no TensorFlow
-
-    inspect_text_file(path, flag)  # a clear error for a missing, empty or non-UTF-8 file
-    return list(read_lines(path))
-
-
 def translate_sources(decoding):
     # Imported here: scoring a file of hypotheses needs no model, and a bad flag no TensorFlow.
     from tf_transformer.decoding.text import translate_texts
 
-    sources = read_file(_SOURCES.value, "--sources")
+    sources = read_sentences(_SOURCES.value, "--sources")
     model, tokenizer, _ = decoding_flags.load_model(_MODEL_DIR.value, decoding)
     results = translate_texts(model, tokenizer, sources, decoding, batch_tokens=decoding_flags.BATCH_TOKENS.value)
     return [hypotheses[0][0] for hypotheses in results]
@@ -116,8 +110,8 @@ def main(argv, checked):
             print(json.dumps(tune(*checked), indent=2))
             return
         with_model, decoding = checked
-        references = read_file(_REFERENCES.value, "--references")
-        hypotheses = read_file(_HYPOTHESES.value, "--hypotheses") if not with_model else translate_sources(decoding)
+        references = read_sentences(_REFERENCES.value, "--references")
+        hypotheses = translate_sources(decoding) if with_model else read_sentences(_HYPOTHESES.value, "--hypotheses")
         from tf_transformer.evaluation import score_translations
 
         scores = score_translations(hypotheses, references)
