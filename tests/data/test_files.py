@@ -84,6 +84,22 @@ def test_undecodable_bytes_far_into_a_file_get_the_right_line(tmp_path, monkeypa
         inspect_text_file(path)
 
 
+def test_an_unchanged_file_is_read_once_and_a_changed_one_again(tmp_path, monkeypatch):
+    import tf_transformer.data.text_files as files
+
+    opened = []
+    monkeypatch.setattr(files, "open_binary", lambda path, read=files.open_binary: opened.append(path) or read(path))
+    path = write(tmp_path / "lines.txt", "one\ntwo\n")
+    link = tmp_path / "link.txt"
+    link.symlink_to(path)
+    first = inspect_text_file(path)
+    assert (first.path, first.num_lines) == (str(path), 2)
+    assert inspect_text_file(link) == files.TextFileInfo(str(link), False, 2, False)  # the same file: not read
+    assert opened == [str(path)]
+    write(path, "one\ntwo\nthree\n")
+    assert inspect_text_file(path).num_lines == 3 and opened == [str(path)] * 2
+
+
 def test_broken_gzip_is_a_clear_error(tmp_path):
     data = gzip.compress("".join(f"sentence {i}\n" for i in range(1000)).encode())
     broken = write(tmp_path / "broken.gz", data[: len(data) // 2])

@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -249,8 +250,12 @@ def test_build_vocab_tool(tmp_path, multi30k_dir):
         capture_output=True,
         text=True,
         cwd=ROOT,
+        env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"},  # Python lists the modules it imports on stderr
     )
     assert failed.returncode == 1 and "missing.de: no such file" in failed.stderr
+    lines = failed.stderr.splitlines()
+    imported = {line.rsplit("|", 1)[1].strip() for line in lines if line.startswith("import time:")}
+    assert "tf_transformer.cli" in imported and "tensorflow" not in imported  # refused before TensorFlow starts
 
 
 def test_build_vocab_tool_follows_the_model_config_as_train_does(tmp_path, multi30k_dir):

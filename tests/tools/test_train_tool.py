@@ -45,22 +45,36 @@ def write_lines(path, lines):
     return path
 
 
+def imported_modules(stderr):
+    """The modules a command run with `python -X importtime` imported (Python lists them on stderr)."""
+    return {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
+def refused_before_tensorflow(command):
+    """Runs `command` under `-X importtime`; asserts that it failed without starting TensorFlow; its stderr."""
+    command = [command[0], "-X", "importtime", *command[1:]]
+    result = run(command)
+    assert result.returncode == 1, result.stderr[-3000:]
+    imported = imported_modules(result.stderr)
+    assert "tf_transformer.cli" in imported and "tensorflow" not in imported, result.stderr[-3000:]
+    return "\n".join(line for line in result.stderr.splitlines() if not line.startswith("import time:"))
+
+
 def test_misaligned_files_are_refused_clearly(tmp_path, small_corpus):
     short_target = write_lines(tmp_path / "short.de", small_corpus["train_de"].read_text().splitlines()[:1500])
     corpus = {**small_corpus, "train_de": short_target}
-    result = run(train_command(tmp_path / "run", corpus, "--train_steps=5"))
-    assert result.returncode != 0
-    assert "error:" in result.stderr and "short.de" in result.stderr and "Fix" in result.stderr
-    assert "2000" in result.stderr and "1500" in result.stderr
+    stderr = refused_before_tensorflow(train_command(tmp_path / "run", corpus, "--train_steps=5"))
+    assert stderr.startswith("error: misaligned files:") and len(stderr.splitlines()) == 1, stderr
+    assert "short.de" in stderr and "Fix" in stderr and "2000" in stderr and "1500" in stderr
     assert_no_valid_model_dir(tmp_path / "run")
 
 
-def test_an_empty_file_is_refused_clearly(tmp_path, small_corpus):
+@pytest.mark.parametrize("split", ["train", "valid"])
+def test_an_empty_file_is_refused_clearly(tmp_path, small_corpus, split):
     empty = write_lines(tmp_path / "empty.en", [])
-    corpus = {**small_corpus, "train_en": empty}
-    result = run(train_command(tmp_path / "run", corpus, "--train_steps=5"))
-    assert result.returncode != 0
-    assert "empty.en" in result.stderr and "empty" in result.stderr.lower()
+    corpus = {**small_corpus, f"{split}_en": empty}
+    stderr = refused_before_tensorflow(train_command(tmp_path / "run", corpus, "--train_steps=5"))
+    assert stderr == f"error: {empty}: the file is empty. Fix: set --{split}_source to a file with one sentence a line."
     assert_no_valid_model_dir(tmp_path / "run")
 
 
@@ -69,15 +83,11 @@ def test_an_empty_file_is_refused_clearly(tmp_path, small_corpus):
     [("num_heads=3", "d_model: 32 is not divisible by num_heads=3"), ("d_modle=64", "Did you mean 'd_model'")],
 )
 def test_a_bad_config_is_refused_clearly(tmp_path, small_corpus, override, message):
-    command = train_command(tmp_path / "run", small_corpus, "--train_steps=5", f"--override={override}")
-    command[1:1] = ["-X", "importtime"]  # Python lists every module it imports on stderr
-    result = run(command)
-    assert result.returncode != 0
-    assert message in result.stderr and "Fix" in result.stderr
+    stderr = refused_before_tensorflow(
+        train_command(tmp_path / "run", small_corpus, "--train_steps=5", f"--override={override}")
+    )
+    assert message in stderr and "Fix" in stderr
     assert not (tmp_path / "run").exists()
-    lines = result.stderr.splitlines()
-    imported = {line.rsplit("|", 1)[1].strip() for line in lines if line.startswith("import time:")}
-    assert "tf_transformer.cli" in imported and "tensorflow" not in imported  # refused before TensorFlow starts
 
 
 def test_the_readmes_training_command_trains_the_multi30k_config(tmp_path, multi30k_dir):

@@ -26,6 +26,7 @@ from tf_transformer.cli import exit_on, run_binary
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.data.config import DataConfig  # imports no TensorFlow, unlike build_vocabulary
 from tf_transformer.data.errors import DataError
+from tf_transformer.data.text_files import inspect_parallel_files
 
 _DEFAULTS = DataConfig()
 _DATA_CONFIG = flags.DEFINE_string("data_config", None, "A DataConfig JSON file; flags given explicitly override it.")
@@ -83,15 +84,23 @@ def data_config_from_flags() -> DataConfig:
     return DataConfig.from_dict({**base, **{k: v for k, v in given.items() if k in fields}})
 
 
-def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+def check_flags() -> DataConfig:
+    """The data config of the flags, and with --dataset=files its two files read and checked (missing, empty,
+    not UTF-8, misaligned), before TensorFlow starts; building the vocabulary does not read them again."""
     if not _OUTPUT_DIR.value:
         raise app.UsageError("--output_dir is required.")
+    data_config = data_config_from_flags()
+    if data_config.dataset == "files" and data_config.train_source and data_config.train_target:
+        inspect_parallel_files(data_config.train_source, data_config.train_target, "--train_source", "--train_target")
+    return data_config
+
+
+def main(argv, data_config: DataConfig):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     from tf_transformer.data import build_vocabulary  # not at the top: --help needs no TensorFlow
 
     with exit_on(ConfigError, DataError):
-        data_config = data_config_from_flags()
         tokenizer = build_vocabulary(data_config, _OUTPUT_DIR.value)
     data_config.to_json(os.path.join(_OUTPUT_DIR.value, "data_config.json"))
     print(f"vocabulary: {tokenizer.kind}, {tokenizer.vocab_size} tokens, in {os.path.abspath(_OUTPUT_DIR.value)}")
@@ -99,7 +108,7 @@ def main(argv):
 
 def run():
     """The `tft-build-vocab` command (its console script and the checkout's wrapper script call it)."""
-    run_binary(__name__, main)
+    run_binary(__name__, main, check_flags=check_flags)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from tf_transformer.cli import exit_on, run_binary
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.data.config import DataConfig
 from tf_transformer.data.errors import DataError, VocabularyInterrupted
+from tf_transformer.data.text_files import inspect_parallel_files
 from tf_transformer.errors import CheckpointError, PeerWorkerLost, TrainingDiverged, TrainingInterrupted
 from tf_transformer.training.train_config import BUDGET_SCHEDULES, PRECISIONS, STRATEGIES, TrainConfig
 
@@ -167,8 +168,16 @@ def configs(init_from=None):
 
 def check_flags():
     """The configs of the flags, checked before TensorFlow starts (a bad --override is refused at once); None with
-    --init_from, whose defaults come from the source model directory, read in `main`."""
-    return None if _INIT_FROM.value is not None else configs()
+    --init_from, whose defaults come from the source model directory, read in `main`. With --dataset=files the
+    files are read and checked here too (missing, empty, not UTF-8, misaligned: refused in a second); the
+    training then does not read them again."""
+    checked = None if _INIT_FROM.value is not None else configs()
+    if (checked[1].dataset if checked else _DATASET.value) == "files":
+        for split, (source, target) in {"train": (_TRAIN_SOURCE, _TRAIN_TARGET),
+                                        "valid": (_VALID_SOURCE, _VALID_TARGET)}.items():  # fmt: skip
+            if source.value is not None and target.value is not None:
+                inspect_parallel_files(source.value, target.value, f"--{split}_source", f"--{split}_target")
+    return checked
 
 
 def main(argv, checked):

@@ -8,16 +8,15 @@ from typing import Iterator, Optional, Tuple
 import tensorflow as tf
 
 from tf_transformer.data.corpus import ASCII_WHITESPACE, ParallelCorpus
-from tf_transformer.data.errors import DataError
-from tf_transformer.data.text_files import PathLike, TextFileInfo, inspect_text_file, read_lines
+from tf_transformer.data.text_files import PathLike, TextFileInfo, inspect_parallel_files, read_lines
 
 
 class FileCorpus(ParallelCorpus):
     """Two aligned text files, plain or gzip, checked when created.
 
-    Creating one reads both files once (see `inspect_text_file`) and fails unless they have the same number
-    of lines; the pairs themselves are then streamed by `tf.data.TextLineDataset` (`raw_dataset`) or
-    Python (`pairs`), the same pairs in the same order.
+    Creating one reads both files once (see `inspect_parallel_files`; not again while they are unchanged) and
+    fails unless they have the same number of lines; the pairs themselves are then streamed by
+    `tf.data.TextLineDataset` (`raw_dataset`) or Python (`pairs`), the same pairs in the same order.
 
     Args:
         source_path, target_path: the files.
@@ -25,7 +24,7 @@ class FileCorpus(ParallelCorpus):
         description: a name for reports; default "<source> | <target>".
 
     Raises:
-        DataError: see `inspect_text_file`; or the files have different line counts.
+        DataError: see `inspect_parallel_files`.
     """
 
     def __init__(
@@ -37,14 +36,7 @@ class FileCorpus(ParallelCorpus):
         target_flag: Optional[str] = "--train_target",
         description: Optional[str] = None,
     ):
-        self.source = inspect_text_file(source_path, source_flag)
-        self.target = inspect_text_file(target_path, target_flag)
-        if self.source.num_lines != self.target.num_lines:
-            raise DataError(
-                f"misaligned files: {self.source.path} has {self.source.num_lines} lines but {self.target.path} "
-                f"has {self.target.num_lines}. Fix: give the source and target files one sentence a line, "
-                "aligned line for line (same number of lines; check for stray newlines inside sentences)."
-            )
+        self.source, self.target = inspect_parallel_files(source_path, target_path, source_flag, target_flag)
         self.num_lines = self.source.num_lines
         self.description = description or f"{self.source.path} | {self.target.path}"
 

@@ -9,7 +9,7 @@ import gzip
 import os
 import sys
 import zlib
-from typing import BinaryIO, Iterator, List, Optional, Union
+from typing import BinaryIO, Dict, Iterator, List, Optional, Tuple, Union
 
 from tf_transformer.data.errors import DataError
 
@@ -70,6 +70,12 @@ def inspect_text_file(path: PathLike, flag: Optional[str] = None) -> TextFileInf
         raise DataError(f"{path}: not a regular file. Fix: {set_it} a text or gzip file, not a folder.")
     if os.path.getsize(path) == 0:
         raise DataError(f"{path}: the file is empty. Fix: {set_it} a file with one sentence a line.")
+    # A file read once is not read again while it is unchanged: a command checks its files before TensorFlow
+    # starts, and the corpus it then opens checks them again.
+    stat = os.stat(path)
+    key = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if key in _INSPECTED:
+        return dataclasses.replace(_INSPECTED[key], path=path)
     compressed = is_gzip(path)
     num_lines, has_bom, carry = 0, False, b""
     try:
@@ -104,7 +110,34 @@ def inspect_text_file(path: PathLike, flag: Optional[str] = None) -> TextFileInf
         ) from None
     if num_lines == 0:
         raise DataError(f"{path}: the file is empty. Fix: {set_it} a file with one sentence a line.")
-    return TextFileInfo(path=path, compressed=compressed, num_lines=num_lines, has_bom=has_bom)
+    _INSPECTED[key] = TextFileInfo(path=path, compressed=compressed, num_lines=num_lines, has_bom=has_bom)
+    return _INSPECTED[key]
+
+
+# What inspect_text_file learned, by (device, inode, size, modification time): a file changed since is read anew.
+_INSPECTED: Dict[Tuple[int, int, int, int], TextFileInfo] = {}
+
+
+def inspect_parallel_files(
+    source_path: PathLike,
+    target_path: PathLike,
+    source_flag: Optional[str] = None,
+    target_flag: Optional[str] = None,
+) -> Tuple[TextFileInfo, TextFileInfo]:
+    """Checks two files of sentence pairs, aligned line for line: each as `inspect_text_file` does, and that they
+    have the same number of lines.
+
+    Raises:
+        DataError: see `inspect_text_file`; or the files have different line counts.
+    """
+    source, target = inspect_text_file(source_path, source_flag), inspect_text_file(target_path, target_flag)
+    if source.num_lines != target.num_lines:
+        raise DataError(
+            f"misaligned files: {source.path} has {source.num_lines} lines but {target.path} has {target.num_lines}. "
+            "Fix: give the source and target files one sentence a line, aligned line for line (same number of "
+            "lines; check for stray newlines inside sentences)."
+        )
+    return source, target
 
 
 def read_lines(path: PathLike) -> Iterator[str]:
