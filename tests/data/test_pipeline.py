@@ -1,6 +1,7 @@
 """The input pipeline: batch layout, token budget, every pair once, long pairs, padding, determinism."""
 
 import collections
+import dataclasses
 
 import pytest
 import tensorflow as tf
@@ -194,3 +195,21 @@ def test_the_batch_replay_fed_in_chunks_equals_a_reference_bucketing():
     for start in range(0, 5000, 777):  # chunks that cut batches in the middle
         replay.add(source[start : start + 777], target[start : start + 777])
     assert replay.finish() == (batches, positions, int(source.sum() + target.sum()))
+
+
+@pytest.mark.parametrize("long_pairs", ["drop", "truncate"])
+def test_the_pipeline_traces_without_autograph_conversions(config, tokenizer, long_pairs, monkeypatch):
+    # Its map functions branch on Python values only: autograph's parsing and rewriting of them is left out
+    # (~1.5 s of every new process's train()). The hook is autograph's private conversion entry point.
+    from tensorflow.python.autograph.impl import api
+
+    converted = []
+    convert = api._convert_actual
+    monkeypatch.setattr(
+        api, "_convert_actual", lambda entity, context: converted.append(entity) or convert(entity, context)
+    )
+    config = dataclasses.replace(config, long_pairs=long_pairs)
+    scan_lengths(config, tokenizer, "valid")
+    next(iter(make_dataset(config, tokenizer, "train", training=True)))
+    next(iter(make_dataset(config, tokenizer, "valid", training=False)))
+    assert converted == []

@@ -29,6 +29,9 @@ from tf_transformer.files import write_atomically
 
 # Strings tokenized per op call: tf-text ops cost per call, so batches amortise that.
 _TOKENIZE_BATCH = 256
+# The map functions here branch on Python values only, so autograph's conversion of them (and of everything they
+# call: parsing and rewriting each function's source) is left out: ~1.5 s of CPU in every new process's train().
+_graph_only = tf.autograph.experimental.do_not_convert
 # Epoch e of a run with seed s is shuffled with seed s * stride + e: distinct for every epoch of every seed.
 _EPOCH_SEED_STRIDE = 1_000_003
 _EPOCH_GRAPH_SEED = 1
@@ -44,6 +47,7 @@ def encode_batch(tokenizer: Tokenizer, max_length: int, long_pairs: str = "drop"
     """
     limit = source_token_limit(max_length)  # room for the EOS (source, target_out) or BOS (target_in)
 
+    @_graph_only
     def encode(source: tf.Tensor, target: tf.Tensor):
         source_tokens, target_tokens = tokenizer.tokenize(source), tokenizer.tokenize(target)
         if long_pairs == "drop":
@@ -120,11 +124,12 @@ def make_dataset(
     def tokenized(pairs: tf.data.Dataset) -> tf.data.Dataset:
         # Cleaning (strip, skip empty pairs) and tokenizing whole batches: tf.data and tf-text cost per call.
         pairs = pairs.batch(_TOKENIZE_BATCH).map(
-            lambda source, target: encode(*clean_batch(source, target)), num_parallel_calls=tf.data.AUTOTUNE
+            _graph_only(lambda source, target: encode(*clean_batch(source, target))),
+            num_parallel_calls=tf.data.AUTOTUNE,
         )
         # A 1-D element of an unbatched ragged batch has a RaggedTensorSpec; passing it through a map makes it
         # the plain tensor padded_batch needs.
-        return pairs.unbatch().map(lambda source, target_in, target_out: (source, target_in, target_out))
+        return pairs.unbatch().map(_graph_only(lambda source, target_in, target_out: (source, target_in, target_out)))
 
     shuffle = training and config.shuffle_buffer > 0
     raw = corpus.raw_dataset()
@@ -138,6 +143,7 @@ def make_dataset(
         base_seed = config.shuffle_seed if config.shuffle_seed is not None else random.SystemRandom().randrange(1 << 31)
         epochs = tf.data.Dataset.counter() if repeat else tf.data.Dataset.range(1)
 
+        @_graph_only
         def epoch_pairs(epoch):
             pairs = raw
             if shuffle:
@@ -159,7 +165,7 @@ def make_dataset(
     dataset = batch_by_tokens(dataset, config.batch_tokens, config.max_length, batch_multiple=multiple)
     if skip_batches:
         dataset = dataset.skip(skip_batches)
-    dataset = dataset.map(lambda source, target_in, target_out: ((source, target_in), target_out))
+    dataset = dataset.map(_graph_only(lambda source, target_in, target_out: ((source, target_in), target_out)))
     dataset = dataset.prefetch(tf.data.AUTOTUNE)
     options = tf.data.Options()
     options.deterministic = bool(config.deterministic or not training)
@@ -256,6 +262,7 @@ def scan_lengths(
     config = data_config
     corpus = corpus or open_corpus(config, split)
 
+    @_graph_only
     def lengths(source, target):
         source, target = tf.strings.strip(source), tf.strings.strip(target)
         return (
