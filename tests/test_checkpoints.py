@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 import tf_transformer as tft
+from tf_transformer.checkpoint_files import check_latest_checkpoint, listed_checkpoints
 from tf_transformer.checkpoints import (
     CheckpointError,
     average_checkpoints,
@@ -317,3 +318,38 @@ def test_a_relative_model_dir_resumes_and_names_the_older_checkpoint(model_dir, 
     np.testing.assert_array_equal(trainable(model)[0], weights[20][0])
     assert (tmp_path / "damaged" / "checkpoints" / "unreadable" / "ckpt-30.index").is_file()
     assert tf.train.latest_checkpoint("damaged/checkpoints") == "damaged/checkpoints/ckpt-20"
+
+
+def test_the_index_reader_without_tensorflow_lists_what_tensorflow_lists(model_dir, tmp_path, monkeypatch):
+    path, _ = model_dir
+    copy_model_dir(path, tmp_path / "run")
+    monkeypatch.chdir(tmp_path)
+    for folder in (str(tmp_path / "run" / "checkpoints"), "run/checkpoints"):  # absolute and relative
+        state = tf.train.get_checkpoint_state(folder)
+        assert listed_checkpoints(folder) == list(state.all_model_checkpoint_paths)
+        assert listed_checkpoints(folder)[-1] == state.model_checkpoint_path
+    # A path line it does not take apart (an escaped character) leaves the decision to TensorFlow's reader.
+    index = tmp_path / "run" / "checkpoints" / "checkpoint"
+    index.write_text(index.read_text().replace('"ckpt-30"', '"ckpt\\\\-30"', 1))
+    assert listed_checkpoints(tmp_path / "run" / "checkpoints") is None
+    assert listed_checkpoints(tmp_path / "missing") is None
+
+
+@pytest.mark.parametrize("how", ["deleted", "empty index", "truncated", "fine"])
+def test_the_early_check_refuses_a_missing_file_as_loading_would_and_leaves_the_rest_to_it(model_dir, tmp_path, how):
+    path, _ = model_dir
+    damaged = copy_model_dir(path, tmp_path / "damaged")
+    latest = damaged / "checkpoints" / "ckpt-30"
+    if how == "empty index":
+        (damaged / "checkpoints" / "ckpt-30.index").write_bytes(b"")
+    elif how != "fine":
+        damage(latest, how)
+    if how in ("deleted", "empty index"):
+        with pytest.raises(CheckpointError) as early:
+            check_latest_checkpoint(damaged)
+        with pytest.raises(CheckpointError) as loading:
+            load_translation_model(damaged)
+        assert str(early.value) == str(loading.value) and early.value.path == str(latest)
+        assert str(early.value).endswith(f"(--checkpoint={damaged / 'checkpoints' / 'ckpt-20'}).")
+    else:
+        check_latest_checkpoint(damaged)  # a truncated file shows only when read: loading says so

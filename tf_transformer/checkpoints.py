@@ -31,6 +31,7 @@ from typing import List, Optional, Tuple, Union
 import numpy as np
 import tensorflow as tf
 
+from tf_transformer.checkpoint_files import checkpoint_files_problem, unreadable_checkpoint_fix
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.data.errors import DataError
 from tf_transformer.data.vocab import Tokenizer, check_special_ids
@@ -211,31 +212,6 @@ def resolve_checkpoint(checkpoint: PathLike, model_dir: Optional[PathLike] = Non
             "leave it out for the latest checkpoint."
         )
     return text
-
-
-def checkpoint_files_problem(path: str) -> Optional[str]:
-    """What is wrong with the files of checkpoint `path` (a prefix), seen without reading them; None if nothing.
-
-    Catches a missing or empty index and missing data shards; a truncated or corrupted file only shows when
-    read (`read_checkpoint`).
-    """
-    index = path + ".index"
-    if not os.path.isfile(index):
-        return f"its index file {index} is missing"
-    if os.path.getsize(index) == 0:
-        return f"its index file {index} is empty"
-    shards = glob.glob(glob.escape(path) + ".data-*-of-*")
-    match = re.search(r"\.data-\d+-of-(\d+)$", shards[0]) if shards else None
-    expected = int(match.group(1)) if match else 1
-    missing = [
-        f"{path}.data-{shard:05d}-of-{expected:05d}"
-        for shard in range(expected)
-        if not os.path.isfile(f"{path}.data-{shard:05d}-of-{expected:05d}")
-    ]
-    if missing:
-        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        return f"its data file {missing[0]} is missing{more}"
-    return None
 
 
 def read_checkpoint(checkpoint: tf.train.Checkpoint, path: str, *, partial: bool = False) -> None:
@@ -487,12 +463,7 @@ def _read_weights(model: Transformer, path: str) -> None:
         if not error.unreadable:
             fix = "pass a checkpoint of this model directory (written by tft-train or tft-average-checkpoints)"
         else:
-            older = _older_checkpoint(path)
-            fix = (
-                f"pass an older checkpoint (--checkpoint={older})"
-                if older
-                else "restore its files from a copy, or train again with the same command"
-            )
+            fix = unreadable_checkpoint_fix(path)
         raise CheckpointError(f"{error} Fix: {fix}.", error.path, error.unreadable) from None
 
 
@@ -520,17 +491,6 @@ def _load_average(model: Transformer, paths: List[str]) -> None:
     for i, total in sums.items():
         variables[i].assign((total / len(paths)).astype(dtypes[i].as_numpy_dtype))
     logger.info("Averaged the weights of %d checkpoints: %s", len(paths), ", ".join(paths))
-
-
-def _older_checkpoint(path: str) -> Optional[str]:
-    """The checkpoint listed just before `path` in its folder's index whose files are all there, or None."""
-    folder = os.path.dirname(path)
-    state = tf.train.get_checkpoint_state(folder) if os.path.isdir(folder) else None
-    paths = [_listed(p) for p in state.all_model_checkpoint_paths] if state is not None else []
-    if _listed(path) not in paths:
-        return None
-    older = paths[: paths.index(_listed(path))]
-    return next((p for p in reversed(older) if checkpoint_files_problem(p) is None), None)
 
 
 def _listed(path: str) -> str:

@@ -202,7 +202,8 @@ def test_every_tool_names_a_damaged_checkpoint_in_one_line(tmp_path, small_corpu
     pathlib.Path(f"{latest}.data-00000-of-00001").unlink()
     source = write_lines(tmp_path / "source.en", ["A dog runs in the snow."])
     reference = write_lines(tmp_path / "reference.de", ["Ein Hund rennt im Schnee."])
-    tool = lambda name, *flags: [sys.executable, str(ROOT / "tools" / f"{name}.py"), *flags]  # noqa: E731
+    # -X importtime: Python lists the modules it imports on stderr.
+    tool = lambda name, *flags: [sys.executable, "-X", "importtime", str(ROOT / "tools" / f"{name}.py"), *flags]  # noqa: E731
     commands = {
         "translate": tool("translate", f"--model_dir={model_dir}", f"--input={source}"),
         "evaluate": tool("evaluate", f"--model_dir={model_dir}", f"--sources={source}", f"--references={reference}"),
@@ -219,8 +220,13 @@ def test_every_tool_names_a_damaged_checkpoint_in_one_line(tmp_path, small_corpu
     for name, process in processes.items():
         _, stderr = process.communicate(timeout=300)
         assert process.returncode == 1, (name, stderr[-3000:])
+        imported = imported_modules(stderr)
+        stderr = "\n".join(line for line in stderr.splitlines() if not line.startswith("import time:"))
         errors = [line for line in stderr.splitlines() if line.startswith("error:")]
         assert len(errors) == 1 and "Traceback" not in stderr, (name, stderr[-3000:])
+        # A missing file of the latest checkpoint, the one used: refused before TensorFlow starts. (Averaging
+        # reads the checkpoints with TensorFlow.)
+        assert ("tensorflow" in imported) == (name == "average_checkpoints"), name
         assert f"error: checkpoint {latest} cannot be read: its data file" in errors[0], (name, errors[0])
         if name == "average_checkpoints":
             assert "run the training command again" in errors[0], errors[0]

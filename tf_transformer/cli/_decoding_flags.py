@@ -9,6 +9,7 @@ import logging
 
 from absl import flags
 
+from tf_transformer.checkpoint_files import check_latest_checkpoint
 from tf_transformer.cli import check_weights_flags
 from tf_transformer.decoding.settings import DEFAULTS, METHODS, DecodingSettings, command_settings, describe
 from tf_transformer.model_dir import check_model_dir
@@ -60,12 +61,14 @@ def check_checkpoint_flags() -> None:
 def settings(model_dir: str, **others) -> DecodingSettings:
     """The checked decoding settings for `model_dir` (flags given, else its decoding.json, else the defaults),
     with `others` (settings only flags give, e.g. n_best), logged in one line that says where each came from.
-    Reads decoding.json, not the model: a bad flag, or a --model_dir that is no model directory, stops the command
-    before anything heavy runs."""
+    Reads decoding.json, not the model: a bad flag, a --model_dir that is no model directory, or a latest checkpoint
+    with a missing file (when it is the one used) stops the command before anything heavy runs."""
     check_checkpoint_flags()
     check_model_dir(model_dir)
     given = {name: flag.value for name, flag in _SETTING_FLAGS.items() if flags.FLAGS[flag.name].present}
     value, sources = command_settings(given, model_dir, checkpoint_given=CHECKPOINT.value is not None, **others)
+    if CHECKPOINT.value is None and value.average_last is None:
+        check_latest_checkpoint(model_dir)  # a missing data file: refused here, not after TensorFlow's start
     logging.getLogger("tf_transformer").info(describe(value.json_settings(), sources))
     return value
 

@@ -22,6 +22,7 @@ import logging as pylogging
 
 from absl import flags
 
+from tf_transformer.checkpoint_files import check_latest_checkpoint
 from tf_transformer.cli import check_weights_flags, exit_on, run_binary
 from tf_transformer.decoding.settings import DEFAULTS, DecodingSettings, describe, resolve_settings
 from tf_transformer.model_dir import check_model_dir
@@ -68,6 +69,8 @@ def check_flags():
     setting_flags = (_BEAM_SIZE, _LENGTH_PENALTY, _AVERAGE_LAST, _NO_REPEAT_NGRAM_SIZE, _MAX_DECODE_LENGTH)
     given = {flag.name: flag.value for flag in setting_flags if flag.present}
     decoding, sources = resolve_settings(given, _MODEL_DIR.value, checkpoint_given=_CHECKPOINT.value is not None)
+    if _CHECKPOINT.value is None and decoding["average_last"] is None:
+        check_latest_checkpoint(_MODEL_DIR.value)  # a missing data file: refused before TensorFlow starts
     del decoding["method"], sources["method"]  # an export is beam search
     n_best = decoding["beam_size"] if _N_BEST.value is None else _N_BEST.value
     return DecodingSettings(**decoding, n_best=n_best), (decoding, sources)
