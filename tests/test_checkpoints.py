@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import tf_transformer as tft
-from tf_transformer.checkpoint_files import check_latest_checkpoint, listed_checkpoints
+from tf_transformer.checkpoint_files import check_checkpoint_count, check_latest_checkpoint, listed_checkpoints
 from tf_transformer.checkpoints import (
     CheckpointError,
     average_checkpoints,
@@ -119,8 +119,12 @@ def test_averaging_all_three_and_the_default_output_dir(model_dir, tmp_path):
 
 def test_too_few_checkpoints_is_an_error_that_says_how_many_there_are(model_dir):
     path, _ = model_dir
-    with pytest.raises(ValueError, match=r"last 4 checkpoints.*has only 3 \(ckpt-10, ckpt-20, ckpt-30\)"):
+    with pytest.raises(ValueError, match=r"last 4 checkpoints.*has only 3 \(ckpt-10, ckpt-20, ckpt-30\)") as raised:
         average_checkpoints(path, num_checkpoints=4)
+    with pytest.raises(ValueError) as early:  # what tft-average-checkpoints checks before TensorFlow starts
+        check_checkpoint_count(path, 4)
+    assert str(early.value) == str(raised.value)
+    check_checkpoint_count(path, 3)
     with pytest.raises(ValueError, match="num_checkpoints: must be an int >= 1"):
         average_checkpoints(path, num_checkpoints=0)
     with pytest.raises(ValueError, match="training checkpoint folder"):

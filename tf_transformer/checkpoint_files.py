@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import pathlib
 import re
 from typing import List, Optional, Union
 
@@ -83,6 +84,29 @@ def unreadable_checkpoint_fix(path: str) -> str:
     if usable:
         return f"pass an older checkpoint (--checkpoint={usable})"
     return "restore its files from a copy, or train again with the same command"
+
+
+def too_few_checkpoints(folder: Union[str, os.PathLike], paths: List[str], num_checkpoints: int) -> Optional[str]:
+    """The error of averaging the last `num_checkpoints` of the checkpoints `paths` that `folder` lists, when it
+    lists fewer; else None."""
+    if len(paths) >= num_checkpoints:
+        return None
+    names = ", ".join(os.path.basename(path) for path in paths)
+    return (
+        f"num_checkpoints: asked to average the last {num_checkpoints} checkpoints, but {folder} has only "
+        f"{len(paths)} ({names}). Fix: average {len(paths)} or fewer, or train longer and keep more checkpoints "
+        "(tft-train --keep_checkpoints)."
+    )
+
+
+def check_checkpoint_count(model_dir: Union[str, os.PathLike], num_checkpoints: int) -> None:
+    """Before TensorFlow starts: the ValueError averaging gives when `model_dir/checkpoints` lists fewer than
+    `num_checkpoints` checkpoints; nothing when its index cannot be read here (averaging then decides)."""
+    folder = pathlib.Path(model_dir) / CHECKPOINT_DIR
+    paths = listed_checkpoints(folder)
+    problem = too_few_checkpoints(folder, paths, num_checkpoints) if paths else None
+    if problem is not None:
+        raise ValueError(problem)
 
 
 def check_latest_checkpoint(model_dir: Union[str, os.PathLike]) -> None:

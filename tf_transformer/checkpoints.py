@@ -31,7 +31,7 @@ from typing import List, Optional, Tuple, Union
 import numpy as np
 import tensorflow as tf
 
-from tf_transformer.checkpoint_files import checkpoint_files_problem, unreadable_checkpoint_fix
+from tf_transformer.checkpoint_files import checkpoint_files_problem, too_few_checkpoints, unreadable_checkpoint_fix
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.data.errors import DataError
 from tf_transformer.data.vocab import Tokenizer, check_special_ids
@@ -445,13 +445,9 @@ def _last_checkpoints(model_dir: pathlib.Path, num_checkpoints: int) -> List[str
             "model) or 20 (big)."
         )
     paths = _checkpoint_paths(model_dir)
-    if len(paths) < num_checkpoints:
-        names = ", ".join(os.path.basename(path) for path in paths)
-        raise ValueError(
-            f"num_checkpoints: asked to average the last {num_checkpoints} checkpoints, but "
-            f"{model_dir / CHECKPOINT_DIR} has only {len(paths)} ({names}). Fix: average {len(paths)} or fewer, "
-            "or train longer and keep more checkpoints (tft-train --keep_checkpoints)."
-        )
+    problem = too_few_checkpoints(model_dir / CHECKPOINT_DIR, paths, num_checkpoints)
+    if problem is not None:
+        raise ValueError(problem)
     return [resolve_checkpoint(path) for path in paths[-num_checkpoints:]]
 
 

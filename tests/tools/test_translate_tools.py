@@ -172,10 +172,13 @@ def test_evaluate_scores_a_hypothesis_file(corpus, tmp_path):
 
 
 def test_tool_errors_are_one_clear_line(model_dir, tmp_path):
-    result = run("average_checkpoints.py", f"--model_dir={model_dir}", "--num_checkpoints=9")
+    result = run(
+        "average_checkpoints.py", f"--model_dir={model_dir}", "--num_checkpoints=9", python_options=("-X", "importtime")
+    )
     assert result.returncode == 1
     assert "error: num_checkpoints" in result.stderr and "has only 2" in result.stderr
     assert "Traceback" not in result.stderr
+    assert "tensorflow" not in imported_modules(result)  # refused before TensorFlow starts
 
 
 def test_translate_texts_traces_once_and_keeps_the_input_order(model_dir, sources, caplog):

@@ -13,6 +13,7 @@ import logging as pylogging
 
 from absl import flags
 
+from tf_transformer.checkpoint_files import check_checkpoint_count
 from tf_transformer.cli import exit_on, run_binary
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "A model directory written by tft-train.", required=True)
@@ -20,8 +21,14 @@ _NUM_CHECKPOINTS = flags.DEFINE_integer("num_checkpoints", 5, "How many of the l
 _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where to write the average (default: MODEL_DIR/averaged).")
 
 
-def main(argv):
-    del argv
+def check_flags():
+    """Before TensorFlow starts: a --num_checkpoints above the checkpoints the model directory lists is refused."""
+    if _NUM_CHECKPOINTS.value >= 1:  # a bad value is the library's to name
+        check_checkpoint_count(_MODEL_DIR.value, _NUM_CHECKPOINTS.value)
+
+
+def main(argv, checked=None):
+    del argv, checked  # check_flags returns nothing
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
     from tf_transformer.checkpoints import average_checkpoints  # not at the top: --help needs no TensorFlow
 
@@ -32,7 +39,7 @@ def main(argv):
 
 def run():
     """The `tft-average-checkpoints` command (its console script and the checkout's wrapper script call it)."""
-    run_binary(__name__, main)
+    run_binary(__name__, main, check_flags=check_flags)
 
 
 if __name__ == "__main__":
