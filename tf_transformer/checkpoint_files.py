@@ -114,7 +114,7 @@ def check_latest_checkpoint(model_dir: Union[str, os.PathLike]) -> None:
     checkpoint of `model_dir/checkpoints` (the one a command uses without --checkpoint or --average_last) misses a
     data file or has an empty index. Anything else (no index, a missing index file, a truncated or corrupted file)
     is left to loading, which reads the files."""
-    paths = listed_checkpoints(os.path.join(os.fspath(model_dir), CHECKPOINT_DIR))
+    paths = listed_checkpoints(pathlib.Path(model_dir) / CHECKPOINT_DIR)  # the folder as loading names it
     if not paths or not os.path.isfile(paths[-1] + ".index"):
         return
     problem = checkpoint_files_problem(paths[-1])
