@@ -208,6 +208,7 @@ def test_every_tool_names_a_damaged_checkpoint_in_one_line(tmp_path, small_corpu
         "translate": tool("translate", f"--model_dir={model_dir}", f"--input={source}"),
         "evaluate": tool("evaluate", f"--model_dir={model_dir}", f"--sources={source}", f"--references={reference}"),
         "export": tool("export", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'export'}"),
+        "score": tool("score", f"--model_dir={model_dir}", f"--sources={source}", f"--targets={reference}"),
         "plot_attention": tool(
             "plot_attention", f"--model_dir={model_dir}", "--sentence=A dog.", f"--output_dir={tmp_path / 'plots'}"
         ),

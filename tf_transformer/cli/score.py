@@ -26,6 +26,7 @@ import logging as pylogging
 
 from absl import flags
 
+from tf_transformer.checkpoint_files import check_latest_checkpoint
 from tf_transformer.cli import check_weights_flags, exit_on, progress_bar, run_binary, write_output
 from tf_transformer.data.text_files import read_sentences
 from tf_transformer.decoding.settings import resolve_settings
@@ -49,10 +50,15 @@ _BATCH_TOKENS = flags.DEFINE_integer(
 
 
 def check_flags():
-    """The checks that need no TensorFlow (the checkpoint flags, that --model_dir is a model directory, both files
-    readable and one target line per source line): (sources, targets)."""
+    """The checks that need no TensorFlow (the checkpoint flags, that --model_dir is a model directory, the weights
+    to use and, when they are the latest checkpoint, that its files are there, both files readable and one target
+    line per source line): (sources, targets, average_last, where average_last came from)."""
     check_weights_flags(_CHECKPOINT.value, _AVERAGE_LAST.value)
     check_model_dir(_MODEL_DIR.value)
+    given = {"average_last": _AVERAGE_LAST.value} if _AVERAGE_LAST.present else {}
+    settings, origins = resolve_settings(given, _MODEL_DIR.value, checkpoint_given=_CHECKPOINT.value is not None)
+    if _CHECKPOINT.value is None and settings["average_last"] is None:
+        check_latest_checkpoint(_MODEL_DIR.value)  # a missing data file: refused before TensorFlow starts
     sources = read_sentences(_SOURCES.value, "--sources")
     targets = read_sentences(_TARGETS.value, "--targets")
     if len(sources) != len(targets):
@@ -60,26 +66,21 @@ def check_flags():
             f"--sources {_SOURCES.value} has {len(sources)} lines but --targets {_TARGETS.value} has "
             f"{len(targets)}. Fix: give one target line per source line (an empty line for an empty target)."
         )
-    return sources, targets
+    return sources, targets, settings["average_last"], origins["average_last"]
 
 
 def main(argv, checked):
     """Scores the pairs `checked` (what `check_flags` returned) with the model directory's model."""
     del argv
-    sources, targets = checked
+    sources, targets, average_last, origin = checked
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
     # Imported here, not at the top: --help must not import TensorFlow.
     from tf_transformer.checkpoints import load_translation_model
     from tf_transformer.decoding.scoring import format_scores, score_texts
 
     with exit_on(FileNotFoundError, ValueError):  # ConfigError and DataError are ValueErrors
-        given = {"average_last": _AVERAGE_LAST.value} if _AVERAGE_LAST.present else {}
-        settings, origins = resolve_settings(given, _MODEL_DIR.value, checkpoint_given=_CHECKPOINT.value is not None)
-        average_last = settings["average_last"]
         pylogging.getLogger("tf_transformer").info(
-            "Scoring with average_last=%s (%s)",
-            "none" if average_last is None else average_last,
-            origins["average_last"],
+            "Scoring with average_last=%s (%s)", "none" if average_last is None else average_last, origin
         )
         model, tokenizer, _ = load_translation_model(_MODEL_DIR.value, _CHECKPOINT.value, average_last=average_last)
         with progress_bar(len(sources), "pair", shown=_OUTPUT.value is not None) as progress:
