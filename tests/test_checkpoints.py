@@ -355,5 +355,8 @@ def test_the_early_check_refuses_a_missing_file_as_loading_would_and_leaves_the_
             load_translation_model(damaged)
         assert str(early.value) == str(loading.value) and early.value.path == str(latest)
         assert str(early.value).endswith(f"(--checkpoint={damaged / 'checkpoints' / 'ckpt-20'}).")
+        # Another checkpoint or an average chosen: not the latest one's files to check here.
+        check_latest_checkpoint(damaged, checkpoint=str(damaged / "checkpoints" / "ckpt-20"))
+        check_latest_checkpoint(damaged, average_last=2)
     else:
         check_latest_checkpoint(damaged)  # a truncated file shows only when read: loading says so

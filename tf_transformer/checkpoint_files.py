@@ -109,11 +109,15 @@ def check_checkpoint_count(model_dir: Union[str, os.PathLike], num_checkpoints: 
         raise ValueError(problem)
 
 
-def check_latest_checkpoint(model_dir: Union[str, os.PathLike]) -> None:
+def check_latest_checkpoint(
+    model_dir: Union[str, os.PathLike], checkpoint: Optional[str] = None, average_last: Optional[int] = None
+) -> None:
     """Before TensorFlow starts: a CheckpointError, with the message loading it would give, when the latest
-    checkpoint of `model_dir/checkpoints` (the one a command uses without --checkpoint or --average_last) misses a
-    data file or has an empty index. Anything else (no index, a missing index file, a truncated or corrupted file)
-    is left to loading, which reads the files."""
+    checkpoint of `model_dir/checkpoints` misses a data file or has an empty index and is the one a command uses
+    (no `checkpoint` and no `average_last` given: those are loading's to check). Anything else (no index, a missing
+    index file, a truncated or corrupted file) is left to loading, which reads the files."""
+    if checkpoint is not None or average_last is not None:
+        return
     paths = listed_checkpoints(pathlib.Path(model_dir) / CHECKPOINT_DIR)  # the folder as loading names it
     if not paths or not os.path.isfile(paths[-1] + ".index"):
         return

@@ -67,8 +67,7 @@ def settings(model_dir: str, **others) -> DecodingSettings:
     check_model_dir(model_dir)
     given = {name: flag.value for name, flag in _SETTING_FLAGS.items() if flags.FLAGS[flag.name].present}
     value, sources = command_settings(given, model_dir, checkpoint_given=CHECKPOINT.value is not None, **others)
-    if CHECKPOINT.value is None and value.average_last is None:
-        check_latest_checkpoint(model_dir)  # a missing data file: refused here, not after TensorFlow's start
+    check_latest_checkpoint(model_dir, CHECKPOINT.value, value.average_last)  # refused here, not after TF's start
     logging.getLogger("tf_transformer").info(describe(value.json_settings(), sources))
     return value
 

@@ -69,8 +69,7 @@ def check_flags():
     setting_flags = (_BEAM_SIZE, _LENGTH_PENALTY, _AVERAGE_LAST, _NO_REPEAT_NGRAM_SIZE, _MAX_DECODE_LENGTH)
     given = {flag.name: flag.value for flag in setting_flags if flag.present}
     decoding, sources = resolve_settings(given, _MODEL_DIR.value, checkpoint_given=_CHECKPOINT.value is not None)
-    if _CHECKPOINT.value is None and decoding["average_last"] is None:
-        check_latest_checkpoint(_MODEL_DIR.value)  # a missing data file: refused before TensorFlow starts
+    check_latest_checkpoint(_MODEL_DIR.value, _CHECKPOINT.value, decoding["average_last"])
     del decoding["method"], sources["method"]  # an export is beam search
     n_best = decoding["beam_size"] if _N_BEST.value is None else _N_BEST.value
     return DecodingSettings(**decoding, n_best=n_best), (decoding, sources)

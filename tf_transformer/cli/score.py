@@ -57,8 +57,7 @@ def check_flags():
     check_model_dir(_MODEL_DIR.value)
     given = {"average_last": _AVERAGE_LAST.value} if _AVERAGE_LAST.present else {}
     settings, origins = resolve_settings(given, _MODEL_DIR.value, checkpoint_given=_CHECKPOINT.value is not None)
-    if _CHECKPOINT.value is None and settings["average_last"] is None:
-        check_latest_checkpoint(_MODEL_DIR.value)  # a missing data file: refused before TensorFlow starts
+    check_latest_checkpoint(_MODEL_DIR.value, _CHECKPOINT.value, settings["average_last"])
     sources = read_sentences(_SOURCES.value, "--sources")
     targets = read_sentences(_TARGETS.value, "--targets")
     if len(sources) != len(targets):
