@@ -156,6 +156,10 @@ class TransformerConfig(JsonConfig):
             epochs:dropout, ascending, the first at 0). The choice replaces `dropout` once the run has predicted
             its steps (train_config.json's "budget" records it); runs without a budget plan train at `dropout`.
             An override of `dropout` alone (`with_overrides(["dropout=0.3"])`) turns the rule off: it trains at 0.3.
+        dropout_rule_parameters: None, or the `stack_parameters` of the model `dropout_by_epochs` was measured on:
+            the rule then reads a model's planned epochs times its own `stack_parameters` over this count, so that
+            a model with k times the weights reaches each threshold in 1/k the epochs (it overfits sooner:
+            docs/multi30k.md, issue 40). None: the rule reads the epochs as they are, whatever the model's size.
         initial_dropout, initial_dropout_fraction: the first `initial_dropout_fraction` of a budget plan's steps
             (its segment's, fixed when the plan first predicts its end) train at `initial_dropout`, the rest at the
             dropout above (chosen or not): 0 then 0.1 is "late dropout", 0.1 then 0 "early dropout" (Liu et al.
@@ -201,6 +205,7 @@ class TransformerConfig(JsonConfig):
     num_decoder_layers: int = 6
     dropout: float = 0.1
     dropout_by_epochs: Optional[str] = None
+    dropout_rule_parameters: Optional[int] = None
     initial_dropout: float = 0.0
     initial_dropout_fraction: float = 0.0
     attention_dropout: float = 0.0
@@ -280,6 +285,11 @@ class TransformerConfig(JsonConfig):
             if not 0.0 <= value < 1.0:
                 raise ConfigError(f"{name}: must be in [0, 1), got {value}. Fix: use e.g. {name}=0.1.")
         self.dropout_rule()  # raises ConfigError when malformed
+        if self.dropout_rule_parameters is not None and self.dropout_rule_parameters <= 0:
+            raise ConfigError(
+                f"dropout_rule_parameters: must be positive or null, got {self.dropout_rule_parameters}. Fix: set "
+                "it to the stack_parameters of the model the dropout rule was measured on, or null."
+            )
         if self.samples_subwords and self.subword_alpha <= 0:
             raise ConfigError(
                 f"subword_alpha: must be positive when subword_nbest_size samples, got {self.subword_alpha}. "
@@ -398,11 +408,31 @@ class TransformerConfig(JsonConfig):
         """Whether a budget plan trains its first steps at `initial_dropout` (`initial_dropout_fraction` > 0)."""
         return self.initial_dropout_fraction > 0
 
+    @property
+    def stack_parameters(self) -> int:
+        """The weight matrices of the encoder and decoder layers (attention projections and feed-forward kernels;
+        embeddings, biases and LayerNorms left out): the model's size as the dropout rule reads it."""
+        attention = self.d_model * self.num_heads * (2 * self.key_dim + 2 * self.value_dim)
+        feed_forward = 2 * self.d_model * self.d_ff
+        return self.num_encoder_layers * (attention + feed_forward) + self.num_decoder_layers * (
+            2 * attention + feed_forward
+        )
+
+    @property
+    def dropout_rule_scale(self) -> float:
+        """What the dropout rule multiplies a run's epochs by: `stack_parameters` over `dropout_rule_parameters`
+        (1.0 when that is None)."""
+        if self.dropout_rule_parameters is None:
+            return 1.0
+        return self.stack_parameters / self.dropout_rule_parameters
+
     def dropout_for_epochs(self, epochs: float) -> float:
-        """The dropout `dropout_by_epochs` gives a run of `epochs` epochs (`dropout` when it is None)."""
+        """The dropout `dropout_by_epochs` gives a run of `epochs` epochs (`dropout` when it is None), read at
+        the model's size (`dropout_rule_scale`)."""
         rate = self.dropout
+        scaled_epochs = epochs * self.dropout_rule_scale
         for threshold, rule_rate in self.dropout_rule():
-            if epochs >= threshold:
+            if scaled_epochs >= threshold:
                 rate = rule_rate
         return rate
 

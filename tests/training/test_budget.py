@@ -323,6 +323,35 @@ def test_the_dropout_rule_of_a_config_and_its_errors():
             tft.TransformerConfig(dropout_by_epochs=bad)
 
 
+def test_the_dropout_rule_reads_epochs_at_the_models_size():
+    tiny = tft.TransformerConfig(
+        d_model=128, d_ff=256, num_heads=4, num_encoder_layers=4, num_decoder_layers=4,
+        dropout_by_epochs="0:0.1,35:0.2,80:0.3", dropout_rule_parameters=1_310_720,
+    )  # fmt: skip
+    # The weight matrices by hand: 4 attention projections of d_model x d_model, two feed-forward kernels.
+    attention, feed_forward = 4 * 128 * 128, 2 * 128 * 256
+    assert tiny.stack_parameters == 4 * (attention + feed_forward) + 4 * (2 * attention + feed_forward) == 1_310_720
+    assert tiny.dropout_rule_scale == 1.0 and tiny.dropout_for_epochs(40) == 0.2  # the size it was measured on
+    wide = tiny.with_overrides(["d_model=256", "d_ff=1024", "num_encoder_layers=3", "num_decoder_layers=3"])
+    assert wide.dropout_rule_scale == pytest.approx(5_505_024 / 1_310_720)  # 4.2x the weights
+    # The issue-40 probe: 33 planned epochs chose 0.1 and overfitted; at its size they read as 139 epochs.
+    assert [wide.dropout_for_epochs(epochs) for epochs in (8, 10, 19.9, 33)] == [0.1, 0.2, 0.3, 0.3]
+    assert wide.with_overrides(["dropout_rule_parameters=null"]).dropout_for_epochs(33) == 0.1
+    with pytest.raises(ConfigError, match="^dropout_rule_parameters: must be positive or null, got 0. Fix: "):
+        tiny.replace(dropout_rule_parameters=0)
+
+
+def test_stack_parameters_count_the_built_models_layer_kernels():
+    config = tft.TransformerConfig(
+        vocab_size=50, d_model=24, d_ff=40, num_heads=3, d_k=5, d_v=7, num_encoder_layers=2, num_decoder_layers=3
+    )
+    model = tft.Transformer(config)
+    model.build()
+    kernels = [v for v in model.trainable_weights if "/layer_" in v.path and v.path.endswith("kernel")]
+    assert {v.path.split("/")[1] for v in kernels} == {"encoder", "decoder"}
+    assert sum(int(np.prod(v.shape)) for v in kernels) == config.stack_parameters
+
+
 def test_setting_the_dropout_takes_effect_once_the_training_function_is_rebuilt():
     # Seeded: with 32 target tokens a draw of masks moves the loss by 0.01-0.3 either way, and by chance (once in a
     # .ci/run) by less than the 1e-3 asserted below; seed 0 moves it by 0.33 and 0.13.

@@ -18,7 +18,8 @@ How (`FitToBudget`, a Keras callback, and `BudgetSchedule` in schedule.py):
    holds (the decay then steepens; `StopAtTimeLimit` still stops the run if the clock runs out first).
 
 4. Dropout (optional, the model config's `dropout_by_epochs`): at the first prediction of a segment (at the start
-   for a plan that ends at `train_steps`) the planned end in epochs chooses the dropout, which then stays for the
+   for a plan that ends at `train_steps`) the planned end in epochs (times the model's size over the size the rule
+   was measured on, `dropout_rule_parameters`) chooses the dropout, which then stays for the
    whole segment: the model's dropout layers are set and the training function traced again (once, a few
    seconds, kept out of the step timing). Before that choice the first steps train at the config's `dropout`.
    With the config's `initial_dropout_fraction` > 0, the segment's first steps (that share of its planned steps,
@@ -256,6 +257,12 @@ def callback_for_run(plan: BudgetPlan, optimizer, model_config, train_config, st
     choose_dropout = None
     if model_config.dropout_rule() or initial_dropout:  # without a rule: the config's dropout, from its step
         choose_dropout = model_config.dropout_for_epochs
+    if model_config.dropout_rule() and model_config.dropout_rule_scale != 1.0:
+        logger.info(
+            "The dropout rule reads the planned epochs x %.2f: this model's %d stack weights over the %d it was "
+            "measured on (dropout_rule_parameters).",
+            model_config.dropout_rule_scale, model_config.stack_parameters, model_config.dropout_rule_parameters,
+        )  # fmt: skip
     on_plan = functools.partial(save_plan, path)
     return FitToBudget(
         optimizer.budget_schedule, plan, optimizer.iterations, timing, on_plan, choose_dropout, initial_dropout

@@ -66,7 +66,8 @@ logger = logging.getLogger("tf_transformer")
 # training hyperparameters (e.g. a lower learning rate after a divergence) do not change the weights' shapes,
 # and the decoding settings (decoding.json's) do not touch training.
 RESUMABLE_CHANGES = (
-    "vocab_size", "target_vocab_size", "dropout", "dropout_by_epochs", "initial_dropout", "initial_dropout_fraction",
+    "vocab_size", "target_vocab_size", "dropout", "dropout_by_epochs", "dropout_rule_parameters",
+    "initial_dropout", "initial_dropout_fraction",
     "attention_dropout", "activation_dropout", "label_smoothing", "subword_nbest_size", "subword_alpha",
     "warmup_steps", "learning_rate_scale", *DECODE_FIELDS,
 )  # fmt: skip
