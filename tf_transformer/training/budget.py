@@ -255,9 +255,10 @@ def callback_for_run(plan: BudgetPlan, optimizer, model_config, train_config, st
     if model_config.has_initial_dropout:
         initial_dropout = (model_config.initial_dropout, model_config.initial_dropout_fraction)
     choose_dropout = None
-    if model_config.dropout_rule() or initial_dropout:  # without a rule: the config's dropout, from its step
+    has_rule = bool(model_config.dropout_rule())
+    if has_rule or initial_dropout:  # without a rule: the config's dropout, from its step
         choose_dropout = model_config.dropout_for_epochs
-    if model_config.dropout_rule() and model_config.dropout_rule_scale != 1.0:
+    if has_rule and model_config.dropout_rule_scale != 1.0:
         logger.info(
             "The dropout rule reads the planned epochs x %.2f: this model's %d stack weights over the %d it was "
             "measured on (dropout_rule_parameters).",
