@@ -158,6 +158,7 @@ def test_evaluate_scores_a_hypothesis_file(corpus, tmp_path):
         "evaluate.py",
         f"--references={reference_file}",
         f"--hypotheses={hypotheses}",
+        "--language=de",
         python_options=("-X", "importtime"),
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -167,8 +168,20 @@ def test_evaluate_scores_a_hypothesis_file(corpus, tmp_path):
     for key in ("bleu", "bleu_signature", "chrf", "chrf_signature", "tok_lower_bleu", "sentences"):
         assert key in scores
     assert scores["sentences"] == 5
-    for key in ("bleu", "chrf", "tok_lower_bleu"):
+    for key in ("bleu", "chrf", "tok_lower_bleu", "moses_lower_bleu"):
         assert 0 < scores[key] < 100
+    assert scores["moses_lower_bleu_signature"].startswith("lc.norm.tok:de|sacremoses:")
+
+
+def test_evaluate_refuses_a_language_name_before_reading_files(tmp_path):
+    missing = tmp_path / "missing.de"
+    result = run(
+        "evaluate.py", f"--references={missing}", f"--hypotheses={missing}", "--language=German",
+        python_options=("-X", "importtime"),
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "language 'German': expected the target language's ISO 639 code" in result.stderr
+    assert "Traceback" not in result.stderr and "tensorflow" not in imported_modules(result)
 
 
 def test_tool_errors_are_one_clear_line(model_dir, tmp_path):

@@ -10,7 +10,8 @@ e.g. --model_dir=runs/multi30k --sources=../shared/data/multi30k/val.en.gz in pl
 from the model directory's decoding.json, as in tft-translate). Files are plain or gzip, one sentence a line,
 aligned by line. --quantize=int8 quantizes the model's weights to int8 in memory first (as in tft-translate).
 Prints {"bleu", "bleu_signature", "chrf", "chrf_signature", "tok_lower_bleu", "sentences", ...}: see
-`tf_transformer.evaluation.score_translations` for what each figure is.
+`tf_transformer.evaluation.score_translations` for what each figure is. --language=de (the target language) adds
+"moses_lower_bleu": BLEU on Multi30k's own lowercased, Moses-tokenized text, the figure Multi30k papers report.
 
     tft-evaluate --model_dir=runs/multi30k --tune_on=val
 
@@ -32,6 +33,9 @@ from tf_transformer.decoding.settings import TUNED_LENGTH_PENALTIES
 
 _REFERENCES = flags.DEFINE_string("references", None, "Reference translations, one a line (needed but with --tune_on).")
 _HYPOTHESES = flags.DEFINE_string("hypotheses", None, "Translations to score, aligned with --references.")
+_LANGUAGE = flags.DEFINE_string(
+    "language", None, "The target language's code (e.g. de): adds moses_lower_bleu, BLEU on Moses-tokenized text."
+)
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "Translate --sources with this model directory instead.")
 _SOURCES = flags.DEFINE_string("sources", None, "Source sentences to translate (with --model_dir).")
 _TUNE_ON = flags.DEFINE_enum(
@@ -55,8 +59,9 @@ def translate_sources(decoding):
 
 def tune_flags():
     """--tune_on's flags checked: (the length penalties to try, the decoding settings)."""
-    if _MODEL_DIR.value is None or any(flag.value is not None for flag in (_REFERENCES, _HYPOTHESES, _SOURCES)):
-        raise ValueError("--tune_on: give --model_dir and neither --references, --hypotheses nor --sources.")
+    scoring_only = (_REFERENCES, _HYPOTHESES, _SOURCES, _LANGUAGE)
+    if _MODEL_DIR.value is None or any(flag.value is not None for flag in scoring_only):
+        raise ValueError("--tune_on: give --model_dir and none of --references, --hypotheses, --sources, --language.")
     if decoding_flags.METHOD.present or decoding_flags.LENGTH_PENALTY.present:
         raise ValueError(
             "--tune_on: tunes the length penalty of beam search. Fix: leave out --method and --length_penalty."
@@ -92,6 +97,9 @@ def scoring_flags():
         )
     if with_model and (_MODEL_DIR.value is None or _SOURCES.value is None):
         raise ValueError("--model_dir and --sources go together: pass both.")
+    from tf_transformer.evaluation.bleu import check_language  # sacrebleu only, no TensorFlow
+
+    check_language(_LANGUAGE.value)
     return with_model, decoding_flags.settings(_MODEL_DIR.value) if with_model else None
 
 
@@ -114,7 +122,7 @@ def main(argv, checked):
         hypotheses = translate_sources(decoding) if with_model else read_sentences(_HYPOTHESES.value, "--hypotheses")
         from tf_transformer.evaluation import score_translations
 
-        scores = score_translations(hypotheses, references)
+        scores = score_translations(hypotheses, references, language=_LANGUAGE.value)
     print(json.dumps(scores, indent=2))
 
 
