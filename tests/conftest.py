@@ -57,36 +57,40 @@ def small_corpus(multi30k_dir, tmp_path_factory):
     return files
 
 
-# The files that take longest on 2 cores (20 s or more each, from the suite's --durations of 2026-11-27) are
-# collected first. pytest-xdist's loadfile hands out whole files in collection order as workers free up, so a long
-# file collected last leaves one worker running alone at the end; longest first balances the workers.
+# The files that take longest on 2 cores (10 s or more each, longest first, from the suite's --durations=150 of
+# 2026-11-29 with oneDNN off) are collected first. pytest-xdist's loadfile hands out whole files in collection order
+# as workers free up, so a long file collected last leaves one worker running alone at the end; longest first
+# balances the workers.
 _LONGEST_FIRST = (
     "tests/tools/test_translate_tools.py",
     "tests/tools/test_train_tool.py",
-    "tests/export/test_client.py",  # tests/export/ is one unit of work (below): its files together
+    "tests/training/test_budget.py",
+    "tests/training/test_trainer.py",
+    "tests/training/test_precision.py",
+    "tests/export/test_client.py",  # tests/export/ is one unit of work (below): its files together, 57 s
     "tests/export/test_module.py",
     "tests/export/test_quantized_export.py",
     "tests/export/test_standalone.py",
     "tests/export/test_prefix.py",
-    "tests/training/test_trainer.py",
+    "tests/training/test_resume_state.py",
+    "tests/training/test_synthetic.py",
+    "tests/tools/test_multi_worker.py",
     "tests/models/test_transformer.py",
     "tests/benchmarks/test_trainer_steps.py",
-    "tests/training/test_synthetic.py",
-    "tests/training/test_budget.py",
-    "tests/tools/test_multi_worker.py",
-    "tests/training/test_resume_state.py",
+    "tests/test_quantization.py",
     "tests/training/test_fine_tuning.py",
-    "tests/decoding/test_copy_task.py",
-    "tests/tools/test_demo.py",
-    "tests/training/test_validation_bleu.py",
     "tests/tools/test_vocabulary_signal.py",
     "tests/data/test_vocab.py",
-    "tests/training/test_precision.py",
+    "tests/decoding/test_copy_task.py",
     "tests/decoding/test_graph_modes.py",
-    "tests/data/test_pipeline.py",
+    "tests/decoding/test_constraints.py",
+    "tests/tools/test_demo.py",
+    "tests/tools/test_console_commands.py",
+    "tests/training/test_validation_bleu.py",
+    "tests/tools/test_plot_attention.py",
     "tests/examples/test_examples.py",
-    "tests/data/test_tfds_source.py",
-    "tests/test_imports.py",
+    "tests/data/test_pipeline.py",
+    "tests/test_visualization.py",
 )
 
 
