@@ -257,11 +257,9 @@ class TransformerConfig(JsonConfig):
                 f"num_decoder_layers: must be >= 0 (0 for an encoder-only classifier), got "
                 f"{self.num_decoder_layers}. Fix: set the decoder depth N."
             )
-        if self.target_vocab_size is not None and self.target_vocab_size <= 0:
-            raise ConfigError(
-                f"target_vocab_size: must be positive or null, got {self.target_vocab_size}. "
-                "Fix: set it to the target vocabulary size, or null for one shared vocabulary."
-            )
+        self._check_positive_or_null(
+            "target_vocab_size", "set it to the target vocabulary size, or null for one shared vocabulary."
+        )
         if self.d_k is None or self.d_v is None:
             if self.d_model % self.num_heads:
                 raise ConfigError(
@@ -270,10 +268,13 @@ class TransformerConfig(JsonConfig):
                     f"{self.num_heads * max(1, round(self.d_model / self.num_heads))}), or set d_k and d_v."
                 )
         for name in ("d_k", "d_v"):
-            if getattr(self, name) is not None and getattr(self, name) <= 0:
-                raise ConfigError(
-                    f"{name}: must be positive or null, got {getattr(self, name)}. Fix: set {name} >= 1 or null."
-                )
+            self._check_positive_or_null(name, f"set {name} >= 1 or null.")
+
+    def _check_positive_or_null(self, name, fix):
+        """Raises ConfigError, ending with `fix`, when the optional field `name` is set and not positive."""
+        value = getattr(self, name)
+        if value is not None and value <= 0:
+            raise ConfigError(f"{name}: must be positive or null, got {value}. Fix: {fix}")
 
     def _check_rates(self):
         """Dropout and label smoothing in [0, 1), a well-formed `dropout_by_epochs`, and subword sampling's alpha."""
@@ -285,11 +286,10 @@ class TransformerConfig(JsonConfig):
             if not 0.0 <= value < 1.0:
                 raise ConfigError(f"{name}: must be in [0, 1), got {value}. Fix: use e.g. {name}=0.1.")
         self.dropout_rule()  # raises ConfigError when malformed
-        if self.dropout_rule_parameters is not None and self.dropout_rule_parameters <= 0:
-            raise ConfigError(
-                f"dropout_rule_parameters: must be positive or null, got {self.dropout_rule_parameters}. Fix: set "
-                "it to the stack_parameters of the model the dropout rule was measured on, or null."
-            )
+        self._check_positive_or_null(
+            "dropout_rule_parameters",
+            "set it to the stack_parameters of the model the dropout rule was measured on, or null.",
+        )
         if self.samples_subwords and self.subword_alpha <= 0:
             raise ConfigError(
                 f"subword_alpha: must be positive when subword_nbest_size samples, got {self.subword_alpha}. "
