@@ -49,6 +49,19 @@ def test_identical_hypotheses_score_100():
     assert scores["tok_lower_bleu"] == pytest.approx(100.0)
 
 
+def test_lowercase_scores_bleu_and_chrf_on_lowercased_text():
+    # A lowercasing model's output against cased references: cased BLEU counts each capital as an error.
+    lowercased = [hypothesis.lower() for hypothesis in HYPOTHESES]
+    scores = score_translations(lowercased, REFERENCES, lowercase=True)
+    folded = [reference.lower() for reference in REFERENCES]
+    assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(lowercased, [folded]).score)
+    assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(lowercased, [folded]).score)
+    assert scores["bleu"] == pytest.approx(scores["tok_lower_bleu"])
+    assert scores["bleu"] > score_translations(lowercased, REFERENCES)["bleu"] + 10
+    assert scores["lowercase"] is True and score_translations(HYPOTHESES, REFERENCES)["lowercase"] is False
+    assert "|case:lc|" in scores["bleu_signature"] and "|case:lc|" in scores["chrf_signature"]
+
+
 def test_mismatched_counts_are_refused_naming_both():
     with pytest.raises(ValueError, match="3 hypotheses but 4 references"):
         score_translations(HYPOTHESES[:3], REFERENCES)

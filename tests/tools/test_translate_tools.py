@@ -173,6 +173,35 @@ def test_evaluate_scores_a_hypothesis_file(corpus, tmp_path):
     assert scores["moses_lower_bleu_signature"].startswith("lc.norm.tok:de|sacremoses:")
 
 
+def test_evaluate_scores_lowercase_translations_on_lowercased_text_with_lowercase(corpus, model_dir, tmp_path):
+    from sacrebleu.metrics import BLEU, CHRF
+
+    references = corpus["valid_de"].read_text(encoding="utf-8").splitlines()[:5]
+    lowercased = [references[0].lower(), "ein hund", references[2].lower(), references[3].lower(), "hallo"]
+    assert any(line != line.lower() for line in references)
+    files = [f"--references={write_lines(tmp_path / 'ref.de', references)}",
+             f"--hypotheses={write_lines(tmp_path / 'hyp.de', lowercased)}"]  # fmt: skip
+    cased, folded = run("evaluate.py", *files), run("evaluate.py", *files, "--lowercase")
+    assert cased.returncode == 0 and folded.returncode == 0, cased.stderr[-3000:] + folded.stderr[-3000:]
+    # Without the flag: cased scores, and a warning that names the fix.
+    assert json.loads(cased.stdout)["bleu"] == pytest.approx(BLEU().corpus_score(lowercased, [references]).score)
+    assert "The hypotheses have no capital letters" in cased.stderr and "pass --lowercase" in cased.stderr
+    scores = json.loads(folded.stdout)
+    assert scores["bleu"] == pytest.approx(BLEU(lowercase=True).corpus_score(lowercased, [references]).score)
+    assert scores["chrf"] == pytest.approx(CHRF(lowercase=True).corpus_score(lowercased, [references]).score)
+    assert scores["lowercase"] is True and "no capital letters" not in folded.stderr
+
+    # With --model_dir the model directory says: a model trained with --lowercase is scored lowercased.
+    path = tmp_path / "run"
+    shutil.copytree(model_dir, path)
+    data_config = json.loads((path / "data_config.json").read_text())
+    (path / "data_config.json").write_text(json.dumps({**data_config, "lowercase": True}))
+    source_file = write_lines(tmp_path / "src.en", corpus["valid_en"].read_text(encoding="utf-8").splitlines()[:5])
+    evaluated = run("evaluate.py", f"--model_dir={path}", f"--sources={source_file}", files[0], *DECODING)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert json.loads(evaluated.stdout)["lowercase"] is True and "|case:lc|" in evaluated.stdout
+
+
 def test_evaluate_refuses_a_language_name_before_reading_files(tmp_path):
     missing = tmp_path / "missing.de"
     result = run(
@@ -377,6 +406,22 @@ def test_evaluate_tunes_the_length_penalty_on_val_into_decoding_json(model_dir, 
     assert tuned["length_penalty"] == 10.0
     # Only the length penalty changes.
     assert json.loads((path / "decoding.json").read_text()) == {**before, "length_penalty": 10.0}
+
+    # A model whose vocabulary lowercases is ranked on lowercased text: against capitalized references (every
+    # letter whose capital is one letter) the lowercased scores are those above, and 10 wins again.
+    from tf_transformer.decoding.tuning import tune_length_penalty
+
+    capitals = ["".join(c.upper() if len(c.upper()) == 1 else c for c in line) for line in references]
+    assert capitals != references
+    write_lines(path / "valid.de", capitals)
+    (path / "data_config.json").write_text(json.dumps({**data_config, "valid_target": str(path / "valid.de"),
+                                                       "lowercase": True}))  # fmt: skip
+    (path / "decoding.json").write_text(json.dumps(before), encoding="utf-8")
+    settings = DecodingSettings(beam_size=2, average_last=2, max_decode_length=20, no_repeat_ngram_size=1)
+    lowercased = tune_length_penalty(path, (0.0, 10.0), settings)
+    expected = {str(p): BLEU(lowercase=True).corpus_score(outputs[p], [capitals]).score for p in outputs}
+    assert lowercased["bleu_by_length_penalty"] == pytest.approx(expected, abs=1e-6)
+    assert lowercased["length_penalty"] == 10.0 and expected["10.0"] > expected["0.0"]
 
 
 def test_score_writes_a_line_per_pair_and_ranks_the_models_own_translation_first(corpus, tuned, sources, tmp_path):

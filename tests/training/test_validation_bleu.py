@@ -210,6 +210,24 @@ def test_the_best_checkpoint_changes_only_when_bleu_improves_also_after_a_resume
     assert logged[8] == pytest.approx(100.0) and logged[6] == pytest.approx(scores[1], abs=1e-4)
 
 
+def test_a_lowercasing_model_is_scored_and_kept_on_lowercased_text(tiny_model, tmp_path):
+    translator, step = StubTranslator(), tf.Variable(2, dtype=tf.int64)
+    callback = ValidationBleu(
+        translator, ["source"] * 4, REFERENCES, step, 2, tmp_path / "logs", tmp_path / "best", lowercase=True
+    )
+    callback.set_model(tiny_model)
+    callback.on_train_begin()
+    translator.queue.append([line.lower() for line in GOOD])  # what a lowercasing model writes
+    step.assign(4)
+    callback.on_epoch_end(0)
+    callback.on_train_end()
+    folded = [line.lower() for line in REFERENCES]
+    expected = sacrebleu.corpus_bleu([line.lower() for line in GOOD], [folded]).score
+    assert callback.best["bleu"] == pytest.approx(expected) and expected > 70  # cased: each capital a miss
+    assert "|case:lc|" in callback.best["bleu_signature"]
+    assert read_best_bleu(tmp_path / "best") == pytest.approx(expected)
+
+
 def test_evaluations_come_at_the_first_epoch_end_at_or_after_each_multiple_and_at_the_end(tiny_model, tmp_path):
     translator, step = StubTranslator(), tf.Variable(1, dtype=tf.int64)  # resumed at step 1
     callback = ValidationBleu(translator, ["source"] * 4, REFERENCES, step, 4, tmp_path / "logs")

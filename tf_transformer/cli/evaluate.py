@@ -12,6 +12,9 @@ aligned by line. --quantize=int8 quantizes the model's weights to int8 in memory
 Prints {"bleu", "bleu_signature", "chrf", "chrf_signature", "tok_lower_bleu", "sentences", ...}: see
 `tf_transformer.evaluation.score_translations` for what each figure is. --language=de (the target language) adds
 "moses_lower_bleu": BLEU on Multi30k's own lowercased, Moses-tokenized text, the figure Multi30k papers report.
+--lowercase scores "bleu" and "chrf" on lowercased text, for a model trained with --lowercase (whose translations
+are lowercase: cased BLEU would count every capital letter of the references as an error); with --model_dir it is
+on when that model lowercases.
 
     tft-evaluate --model_dir=runs/multi30k --tune_on=val
 
@@ -23,6 +26,7 @@ each as JSON (`tf_transformer.decoding.tuning.tune_length_penalty`).
 
 import json
 import logging as pylogging
+import pathlib
 
 from absl import flags
 
@@ -36,6 +40,11 @@ _HYPOTHESES = flags.DEFINE_string("hypotheses", None, "Translations to score, al
 _LANGUAGE = flags.DEFINE_string(
     "language", None, "The target language's code (e.g. de): adds moses_lower_bleu, BLEU on Moses-tokenized text."
 )
+_LOWERCASE = flags.DEFINE_bool(
+    "lowercase", None,
+    "Score BLEU and chrF on lowercased text, for a model trained with --lowercase (default: with --model_dir, "
+    "whether that model lowercases; else no).",
+)  # fmt: skip
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "Translate --sources with this model directory instead.")
 _SOURCES = flags.DEFINE_string("sources", None, "Source sentences to translate (with --model_dir).")
 _TUNE_ON = flags.DEFINE_enum(
@@ -59,9 +68,12 @@ def translate_sources(decoding):
 
 def tune_flags():
     """--tune_on's flags checked: (the length penalties to try, the decoding settings)."""
-    scoring_only = (_REFERENCES, _HYPOTHESES, _SOURCES, _LANGUAGE)
+    scoring_only = (_REFERENCES, _HYPOTHESES, _SOURCES, _LANGUAGE, _LOWERCASE)
     if _MODEL_DIR.value is None or any(flag.value is not None for flag in scoring_only):
-        raise ValueError("--tune_on: give --model_dir and none of --references, --hypotheses, --sources, --language.")
+        raise ValueError(
+            "--tune_on: give --model_dir and none of --references, --hypotheses, --sources, --language, --lowercase "
+            "(the model directory says whether it lowercases)."
+        )
     if decoding_flags.METHOD.present or decoding_flags.LENGTH_PENALTY.present:
         raise ValueError(
             "--tune_on: tunes the length penalty of beam search. Fix: leave out --method and --length_penalty."
@@ -84,6 +96,30 @@ def tune(penalties, decoding):
         _MODEL_DIR.value, penalties, decoding, checkpoint=decoding_flags.CHECKPOINT.value,
         batch_tokens=decoding_flags.BATCH_TOKENS.value,
     )  # fmt: skip
+
+
+def model_lowercases(model_dir) -> bool:
+    """Whether the model directory's vocabulary lowercases (its data_config.json's `lowercase`)."""
+    from tf_transformer.data.config import DataConfig  # no TensorFlow
+    from tf_transformer.model_dir import DATA_CONFIG_FILE
+
+    data_file = pathlib.Path(model_dir) / DATA_CONFIG_FILE
+    return data_file.is_file() and DataConfig.from_json(data_file).lowercase
+
+
+def lowercase_flag(hypotheses, references) -> bool:
+    """--lowercase, else (with --model_dir) whether the model lowercases; a warning where cased scoring looks wrong:
+    hypotheses without a capital letter against references with some."""
+    if _LOWERCASE.value is not None:
+        return _LOWERCASE.value
+    if _MODEL_DIR.value is not None:
+        return model_lowercases(_MODEL_DIR.value)
+    if not any(line != line.lower() for line in hypotheses) and any(line != line.lower() for line in references):
+        pylogging.getLogger("tf_transformer").warning(
+            "The hypotheses have no capital letters but the references have: cased BLEU and chrF count each as an "
+            "error. Fix: for a model trained with --lowercase, pass --lowercase (tok_lower_bleu is lowercased always)."
+        )
+    return False
 
 
 def scoring_flags():
@@ -122,7 +158,8 @@ def main(argv, checked):
         hypotheses = translate_sources(decoding) if with_model else read_sentences(_HYPOTHESES.value, "--hypotheses")
         from tf_transformer.evaluation import score_translations
 
-        scores = score_translations(hypotheses, references, language=_LANGUAGE.value)
+        lowercase = lowercase_flag(hypotheses, references)
+        scores = score_translations(hypotheses, references, language=_LANGUAGE.value, lowercase=lowercase)
     print(json.dumps(scores, indent=2))
 
 

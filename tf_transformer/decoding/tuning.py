@@ -40,7 +40,8 @@ def tune_length_penalty(
     batch_tokens: int = 4096,
 ) -> dict:
     """Translates the validation split of `model_dir` (its data_config.json's) once per length penalty with beam
-    search, keeps the one with the best BLEU (ties: the first in `length_penalties`) and writes it into
+    search, keeps the one with the best BLEU (lowercased when the model's vocabulary lowercases; ties: the first in
+    `length_penalties`) and writes it into
     MODEL_DIR/decoding.json, the other settings kept (from the file, else from config.json). The other
     decoding settings are `settings`' (a beam search `DecodingSettings`; tft-evaluate passes decoding.json's);
     its average_last, or `checkpoint`, chooses the weights.
@@ -65,13 +66,16 @@ def tune_length_penalty(
     data_file = model_dir / DATA_CONFIG_FILE
     if not data_file.is_file():
         raise FileNotFoundError(f"{data_file}: missing. Fix: pass a --model_dir written by tft-train.")
-    pairs = list(open_corpus(DataConfig.from_json(data_file), "valid").pairs())
+    data_config = DataConfig.from_json(data_file)
+    pairs = list(open_corpus(data_config, "valid").pairs())
     sources, references = [source for source, _ in pairs], [target for _, target in pairs]
     model, tokenizer, _ = load_translation_model(model_dir, checkpoint, average_last=settings.average_last)
     bleu = {}
     for value, each in zip(length_penalties, tried, strict=True):
         results = translate_texts(model, tokenizer, sources, each, batch_tokens=batch_tokens)
-        bleu[value] = score_translations([hypotheses[0][0] for hypotheses in results], references)["bleu"]
+        best_hypotheses = [hypotheses[0][0] for hypotheses in results]
+        # A lowercasing model is ranked on lowercased text: its cased BLEU counts every reference capital as an error.
+        bleu[value] = score_translations(best_hypotheses, references, lowercase=data_config.lowercase)["bleu"]
         logger.info("Length penalty %g: BLEU %.2f on %d validation sentences", value, bleu[value], len(sources))
     best = max(bleu, key=lambda value: bleu[value])  # the first of equal ones
     settings = read_decoding_json(model_dir)

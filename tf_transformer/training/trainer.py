@@ -418,11 +418,7 @@ def _run_loop(run: _Run, data: _Data, restored: _Restored):
     history and the best validation BLEU evaluation (None when the run keeps none)."""
     state, train_config = restored.state, run.train_config
     # None when off; multi-worker runs with bleu_every were refused by _check_settings.
-    bleu = (
-        _validation_bleu(state.model, data.tokenizer, data.valid_corpus, train_config, run.model_dir)
-        if train_config.bleu_every
-        else None
-    )
+    bleu = _validation_bleu(state.model, data, run) if train_config.bleu_every else None
     try:
         with StopSignals() as stop_signals:
             # SIGTERM / SIGINT from here on: finish the step, save a checkpoint there, raise TrainingInterrupted.
@@ -686,18 +682,20 @@ def _pad_rows_to_multiple(inputs, target_out, multiple):
     return tf.nest.map_structure(pad, inputs), pad(target_out)
 
 
-def _validation_bleu(model, tokenizer, valid_corpus, train_config, model_dir) -> ValidationBleu:
-    """The callback that scores translations of the first `bleu_sentences` validation pairs (see TrainConfig)."""
-    pairs = list(itertools.islice(valid_corpus.pairs(), train_config.bleu_sentences))
+def _validation_bleu(model, data: _Data, run: _Run) -> ValidationBleu:
+    """The callback that scores translations of the first `bleu_sentences` validation pairs (see TrainConfig), on
+    lowercased text when the vocabulary lowercases (DataConfig.lowercase)."""
+    train_config, model_dir = run.train_config, run.model_dir
+    pairs = list(itertools.islice(data.valid_corpus.pairs(), train_config.bleu_sentences))
     if not pairs:
         raise ConfigError(
-            f"bleu_every: the validation split ({valid_corpus.description}) has no pairs to translate. Fix: give a "
-            "validation split with sentences, or set --bleu_every=0."
+            f"bleu_every: the validation split ({data.valid_corpus.description}) has no pairs to translate. Fix: give "
+            "a validation split with sentences, or set --bleu_every=0."
         )
     beam_size = train_config.bleu_beam_size
     # One translator for the whole run: its traced decoder reads the variables, so it follows the training.
     settings = DecodingSettings(method="beam" if beam_size > 1 else "greedy", beam_size=beam_size)
-    translator = TextTranslator(model, tokenizer, settings)
+    translator = TextTranslator(model, data.tokenizer, settings)
     return ValidationBleu(
         translator,
         [source for source, _ in pairs],
@@ -707,6 +705,7 @@ def _validation_bleu(model, tokenizer, valid_corpus, train_config, model_dir) ->
         model_dir / BLEU_LOG_DIR,
         best_dir=model_dir / BEST_DIR if train_config.keep_best else None,
         settings={"sentences": len(pairs), "beam_size": beam_size},
+        lowercase=run.data_config.lowercase,
     )
 
 

@@ -73,6 +73,8 @@ class ValidationBleu(keras.callbacks.Callback):
         best_dir: where to keep the best model; None keeps none.
         settings: JSON-ready evaluation settings (e.g. sentences, beam size) recorded in best.json; a resume
             with other settings logs a warning (the stored best still counts).
+        lowercase: score on lowercased text (`score_translations(..., lowercase=True)`), for a model whose
+            vocabulary lowercases: its cased BLEU would count every capital letter of the references as an error.
 
     Attributes:
         best: the contents of best.json of the best evaluation (this run's or a previous run's), or None.
@@ -89,6 +91,7 @@ class ValidationBleu(keras.callbacks.Callback):
         log_dir,
         best_dir=None,
         settings: Optional[dict] = None,
+        lowercase: bool = False,
     ):
         super().__init__()
         if len(sources) != len(references) or not sources:
@@ -104,6 +107,7 @@ class ValidationBleu(keras.callbacks.Callback):
         self.log_dir = str(log_dir)
         self.best_dir = pathlib.Path(best_dir) if best_dir is not None else None
         self.settings = dict(settings or {})
+        self.lowercase = lowercase
         self.writer = None
         self.last_evaluated = None
         self.evaluations = []
@@ -141,7 +145,7 @@ class ValidationBleu(keras.callbacks.Callback):
         step = int(self.step.numpy())
         start = time.perf_counter()
         hypotheses = [hypotheses[0][0] for hypotheses in self.translator(self.sources)]
-        scores = score_translations(hypotheses, self.references)
+        scores = score_translations(hypotheses, self.references, lowercase=self.lowercase)
         seconds = time.perf_counter() - start
         self.last_evaluated = step
         self.evaluations.append({"step": step, **scores})
@@ -157,8 +161,9 @@ class ValidationBleu(keras.callbacks.Callback):
             else:
                 outcome = f"; best {self._best_bleu:.2f} at step {(self.best or {}).get('step', '?')}"
         logger.info(
-            "step %d: validation BLEU %.2f, chrF %.2f, tokenized lowercased BLEU %.2f on %d sentences (%.1f s)%s",
-            step, scores["bleu"], scores["chrf"], scores["tok_lower_bleu"], len(self.sources), seconds, outcome,
+            "step %d: validation BLEU %.2f%s, chrF %.2f, tokenized lowercased BLEU %.2f on %d sentences (%.1f s)%s",
+            step, scores["bleu"], " (lowercased)" if self.lowercase else "", scores["chrf"], scores["tok_lower_bleu"],
+            len(self.sources), seconds, outcome,
         )  # fmt: skip
         return scores
 
