@@ -109,6 +109,11 @@ def test_the_readmes_training_command_trains_the_multi30k_config(tmp_path, multi
     assert json.loads((model_dir / "config.json").read_text()) == expected
     report = json.loads((model_dir / "data_report.json").read_text())
     assert report["kept"] == 29000
+    # The README's --lowercase (or its absence) reaches the data config, and so the vocabulary's case folding.
+    data_config = json.loads((model_dir / "data_config.json").read_text())
+    assert data_config["lowercase"] == ("--lowercase" in arguments)
+    vocabulary = json.loads((model_dir / "vocab" / "tokenizer.json").read_text())
+    assert vocabulary["normalization"] == ("nmt_nfkc_cf" if data_config["lowercase"] else "nmt_nfkc")
     reader = tf.train.load_checkpoint(str(model_dir / "checkpoints"))
     shapes = reader.get_variable_to_shape_map()
     embedding = [shape for name, shape in shapes.items() if "embedding" in name and "OPTIMIZER" not in name]
