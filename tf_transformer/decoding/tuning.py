@@ -41,10 +41,9 @@ def tune_length_penalty(
 ) -> dict:
     """Translates the validation split of `model_dir` (its data_config.json's) once per length penalty with beam
     search, keeps the one with the best BLEU (lowercased when the model's vocabulary lowercases; ties: the first in
-    `length_penalties`) and writes it into
-    MODEL_DIR/decoding.json, the other settings kept (from the file, else from config.json). The other
-    decoding settings are `settings`' (a beam search `DecodingSettings`; tft-evaluate passes decoding.json's);
-    its average_last, or `checkpoint`, chooses the weights.
+    `length_penalties`) and writes it into MODEL_DIR/decoding.json, the other settings kept (from the file, else
+    from config.json). The other decoding settings are `settings`' (a beam search `DecodingSettings`; tft-evaluate
+    passes decoding.json's); its average_last, or `checkpoint`, chooses the weights.
 
     Example:
 
