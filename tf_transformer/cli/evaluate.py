@@ -107,23 +107,20 @@ def model_lowercases(model_dir) -> bool:
     return data_file.is_file() and DataConfig.from_json(data_file).lowercase
 
 
-def lowercase_flag(hypotheses, references) -> bool:
-    """--lowercase, else (with --model_dir) whether the model lowercases; a warning where cased scoring looks wrong:
-    hypotheses without a capital letter against references with some."""
-    if _LOWERCASE.value is not None:
-        return _LOWERCASE.value
-    if _MODEL_DIR.value is not None:
-        return model_lowercases(_MODEL_DIR.value)
+def warn_if_cased_scoring_looks_wrong(hypotheses, references) -> None:
+    """Scoring a file cased (no --lowercase): a warning when the hypotheses have no capital letter and the
+    references have some, as a model trained with --lowercase writes."""
     if not any(line != line.lower() for line in hypotheses) and any(line != line.lower() for line in references):
         pylogging.getLogger("tf_transformer").warning(
             "The hypotheses have no capital letters but the references have: cased BLEU and chrF count each as an "
             "error. Fix: for a model trained with --lowercase, pass --lowercase (tok_lower_bleu is lowercased always)."
         )
-    return False
 
 
 def scoring_flags():
-    """Scoring's flags checked: (whether a model translates the sources, its decoding settings or None)."""
+    """Scoring's flags checked: (whether a model translates the sources, its decoding settings or None, whether to
+    score lowercased: --lowercase, else with --model_dir whether the model lowercases, else None: cased, with a
+    warning where the text says otherwise)."""
     if _REFERENCES.value is None:
         raise ValueError("--references: missing. Fix: pass the reference translations (or --tune_on=val).")
     with_model = _MODEL_DIR.value is not None or _SOURCES.value is not None
@@ -136,7 +133,11 @@ def scoring_flags():
     from tf_transformer.evaluation.bleu import check_language  # sacrebleu only, no TensorFlow
 
     check_language(_LANGUAGE.value)
-    return with_model, decoding_flags.settings(_MODEL_DIR.value) if with_model else None
+    decoding = decoding_flags.settings(_MODEL_DIR.value) if with_model else None
+    lowercase = _LOWERCASE.value
+    if lowercase is None and with_model:  # read here: a bad data_config.json stops the command before TensorFlow
+        lowercase = model_lowercases(_MODEL_DIR.value)
+    return with_model, decoding, lowercase
 
 
 def check_flags():
@@ -153,13 +154,14 @@ def main(argv, checked):
         if _TUNE_ON.value is not None:
             print(json.dumps(tune(*checked), indent=2))
             return
-        with_model, decoding = checked
+        with_model, decoding, lowercase = checked
         references = read_sentences(_REFERENCES.value, "--references")
         hypotheses = translate_sources(decoding) if with_model else read_sentences(_HYPOTHESES.value, "--hypotheses")
         from tf_transformer.evaluation import score_translations
 
-        lowercase = lowercase_flag(hypotheses, references)
-        scores = score_translations(hypotheses, references, language=_LANGUAGE.value, lowercase=lowercase)
+        if lowercase is None:
+            warn_if_cased_scoring_looks_wrong(hypotheses, references)
+        scores = score_translations(hypotheses, references, language=_LANGUAGE.value, lowercase=bool(lowercase))
     print(json.dumps(scores, indent=2))
 
 
