@@ -1,7 +1,7 @@
 """The one place that touches Keras and TensorFlow internals (private attributes, `keras.src`, `tensorflow.python`).
 
-Each function below does one thing the public API does not offer, and says why. An upgrade of Keras or
-TensorFlow that moves one of them fails tests/test_keras_internals.py first, by name
+Each function below does one thing the public API does not offer; a comment at the private use says why. An
+upgrade of Keras or TensorFlow that moves one of them fails tests/test_keras_internals.py first, by name
 (`relied_on_problems`), instead of a quantized model or a training run failing somewhere downstream.
 """
 
@@ -29,21 +29,15 @@ def versions() -> str:
 
 
 def op_determinism_enabled() -> bool:
-    """Whether TensorFlow's process-wide op determinism is on.
-
-    Why private: TensorFlow exports only `tf.config.experimental.enable_op_determinism`; reading the setting
-    (and turning it off again, below) lives in `tensorflow.python.framework.config` alone.
-    """
+    """Whether TensorFlow's process-wide op determinism is on."""
+    # Private: TensorFlow exports only `enable_op_determinism`; reading it and turning it off are not public.
     from tensorflow.python.framework import config as tf_framework_config
 
     return tf_framework_config.is_op_determinism_enabled()
 
 
 def disable_op_determinism() -> None:
-    """Turns TensorFlow's process-wide op determinism off (restoring a caller's setting after a run).
-
-    Why private: see `op_determinism_enabled`; TensorFlow exports no public way back.
-    """
+    """Turns TensorFlow's process-wide op determinism off (to restore a caller's setting after a run)."""
     from tensorflow.python.framework import config as tf_framework_config
 
     tf_framework_config.disable_op_determinism()
@@ -53,11 +47,8 @@ def disable_op_determinism() -> None:
 
 
 def sublayers(layer, include_self: bool = False):
-    """Every layer under `layer`, depth first (and `layer` first with `include_self`), each once.
-
-    Why private: Keras 3 has no public recursive listing (`Model.layers` lists only the direct children, and a
-    `Layer` has none); `_flatten_layers` is what Keras itself walks for weights and quantization.
-    """
+    """The list of every layer under `layer`, depth first (`layer` first with `include_self`), each once."""
+    # Private: Keras 3 lists only direct children publicly (`Model.layers`); Keras itself walks `_flatten_layers`.
     return list(layer._flatten_layers(include_self=include_self))
 
 
@@ -66,12 +57,8 @@ def sublayers(layer, include_self: bool = False):
 
 @contextlib.contextmanager
 def unlocked_variables(layer):
-    """Within the block, `layer.add_weight` may add variables to the built `layer`.
-
-    Why private: Keras locks a layer's variable tracker when `build` ends, and unlocks it only in its own
-    wrapper of `quantize`, for the layer that wrapper belongs to; a quantization that replaces a built
-    layer's variables from outside that wrapper needs `_tracker.unlock()` / `lock()`.
-    """
+    """Within the block, `layer.add_weight` may add variables to the built `layer`."""
+    # Private: Keras locks the tracker when `build` ends and unlocks it only inside its own `quantize` wrapper.
     tracker = layer._tracker
     was_locked = tracker.locked
     tracker.unlock()
@@ -83,38 +70,30 @@ def unlocked_variables(layer):
 
 
 def drop_variable(layer, name: str) -> None:
-    """Deletes the variable attribute `layer.<name>` and untracks it, as `del layer.<name>` does, without the
-    `gc.collect()` Keras' `Layer.__delattr__` runs for every dropped variable.
-
-    Why private: that collection costs about 0.6 s per variable in a process with TensorFlow loaded (16 s for
-    the tiny preset's 27 kernels); the public `del` offers no way around it, and patching `gc.collect` would be
-    process-wide. The caller collects once when done (`tf_transformer.layers._quantized`). What is skipped is
-    only the collection: the untracking (`_untrack_variable`) and the deletion below the Keras `Layer` class are
-    `Layer.__delattr__`'s own steps.
+    """Deletes and untracks the variable `layer.<name>` as `del layer.<name>` does, but without the full
+    `gc.collect()` Keras' `Layer.__delattr__` runs per variable, which dominates quantizing a model with
+    TensorFlow loaded; the caller collects once when done. Raises TypeError if `layer.<name>` is no variable.
     """
     variable = getattr(layer, name)
     if not isinstance(variable, keras.Variable):
         raise TypeError(f"{layer.name}.{name} is a {type(variable).__name__}, not a variable")
+    # Private: `Layer.__delattr__`'s own steps less its collection; patching `gc.collect` would be process-wide.
     layer._untrack_variable(variable)
     super(keras.layers.Layer, layer).__delattr__(name)
 
 
 def dense_kernel_variable(dense):
-    """The variable that holds a `keras.layers.Dense` kernel (int8 after `quantize_dense_int8`).
-
-    Why private: the public `Dense.kernel` is a computed property (LoRA's update added, int4 unpacked) that
-    may return a tensor; reading the int8 values and matching the variable by identity needs `_kernel`.
-    """
+    """The variable that holds a `keras.layers.Dense` kernel (int8 after `quantize_dense_int8`)."""
+    # Private: the public `Dense.kernel` is computed (LoRA added, int4 unpacked) and may be a tensor, not the variable.
     return dense._kernel
 
 
 def quantize_dense_int8(dense, config) -> None:
     """Keras' `Dense.quantize("int8", config=config)`, the same variables, values and dtype policy, without the
-    per-variable `gc.collect()` (see `drop_variable`).
+    per-variable `gc.collect()` (see `drop_variable`). Raises ValueError if `dense` is already quantized.
 
-    Why private: `Dense.quantize` drops the float kernel with `del self._kernel`; this runs its int8 branch step
-    by step (the weight quantizer, `quantized_build`, the assignments, the `int8_from_<policy>` dtype policy),
-    dropping the kernel through `drop_variable`. tests/test_keras_internals.py checks it against Keras' own.
+    Why private: it replays the int8 branch of `Dense.quantize`, which drops the float kernel with `del`;
+    tests/test_keras_internals.py checks the result against Keras' own.
     """
     if getattr(dense, "_is_quantized", False):
         raise ValueError(f"Layer '{dense.name}' is already quantized. Fix: quantize a model once.")
@@ -133,12 +112,9 @@ def quantize_dense_int8(dense, config) -> None:
 
 
 def mark_quantized(layer) -> None:
-    """Marks `layer` as quantized for Keras: its wrapper of `quantize` then refuses a second call, and setting a
-    quantized dtype policy does not quantize it again.
-
-    Why private: Keras sets `_is_quantized` only in its own layers' `quantized_build`; a layer that quantizes
-    kernels of its own (attention, embeddings, the model) has no public way to say it did.
-    """
+    """Marks `layer` quantized: Keras refuses a second `quantize`, and a quantized dtype policy won't redo it."""
+    # Private: Keras sets this only in its own layers' `quantized_build`; layers that quantize their own kernels
+    # (attention, embeddings, the model) have no public way to say so.
     layer._is_quantized = True
 
 
