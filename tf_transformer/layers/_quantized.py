@@ -41,14 +41,15 @@ def quantize_values(kernel, axis):
 
 
 def quantize_variable(layer, name, axis):
-    """Replaces `layer.<name>` (a float variable) with int8 values and adds `layer.<name>_scale`."""
+    """Replaces `layer.<name>` (a float variable) with int8 values and adds `layer.<name>_scale`, reducing `axis`.
+    Raises ValueError if it is int8 already."""
     kernel = getattr(layer, name)
     if is_quantized(layer, name):
         raise ValueError(f"{layer.name}: {name} is already int8. Fix: quantize a model once.")
     values, scale = quantize_values(kernel, axis)
     shape = tuple(kernel.shape)
     with _keras_internals.unlocked_variables(layer):
-        _keras_internals.drop_variable(layer, name)  # without Keras' gc.collect() per variable (one_garbage_collection)
+        _keras_internals.drop_variable(layer, name)  # collected once by one_garbage_collection
         setattr(layer, name, layer.add_weight(name=name, shape=shape, initializer="zeros", dtype=INT8, trainable=False))
         setattr(
             layer,
@@ -61,13 +62,8 @@ def quantize_variable(layer, name, axis):
 
 @contextlib.contextmanager
 def one_garbage_collection():
-    """One `gc.collect()` when the block ends, for the float kernels it dropped.
-
-    Keras' `Layer.__delattr__` collects after every variable it drops (0.6 s each in a process with TensorFlow
-    loaded: 16 s for the tiny preset's 27 kernels); `quantize_variable` and `quantize_dense` drop theirs
-    without it (`_keras_internals.drop_variable`), so that the memory of the float kernels is still returned,
-    once, here.
-    """
+    """One `gc.collect()` when the block ends, returning the memory of the float kernels that `quantize_variable`
+    and `quantize_dense` dropped without Keras' collection per variable (`_keras_internals.drop_variable`)."""
     try:
         yield
     finally:
@@ -100,7 +96,7 @@ def quantize_dense(dense):
     config = keras.quantizers.Int8QuantizationConfig(
         weight_quantizer=keras.quantizers.AbsMaxQuantizer(axis=0), activation_quantizer=None
     )
-    _keras_internals.quantize_dense_int8(dense, config)  # Keras' own steps, without its gc.collect() per kernel
+    _keras_internals.quantize_dense_int8(dense, config)
 
 
 def is_int8_dense(dense) -> bool:

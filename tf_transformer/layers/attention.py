@@ -126,12 +126,11 @@ class MultiHeadAttention(keras.layers.Layer):
         if _quantized.check_mode(mode) == _quantized.INT8:
             for name, axis in self.INT8_KERNELS.items():
                 _quantized.quantize_variable(self, name, axis)
-            _keras_internals.mark_quantized(self)  # Keras' wrapper of `quantize` then refuses a second call
+            _keras_internals.mark_quantized(self)
 
     def _split_heads(self, x, head_dim):
-        # [batch, length, num_heads * head_dim] -> [batch, num_heads, length, head_dim]: heads lead, so
-        # every attention product is a plain batched matmul (an einsum over [b, l, h, d] transposes its
-        # operands at every call, which made decoding steps several times slower on CPU).
+        # [batch, length, num_heads * head_dim] -> [batch, num_heads, length, head_dim]: heads lead, so every
+        # attention product is a plain batched matmul (an einsum over [b, l, h, d] transposes at each call: slow).
         shape = tf.shape(x)
         x = tf.reshape(x, [shape[0], shape[1], self.num_heads, head_dim])
         return tf.transpose(x, [0, 2, 1, 3])

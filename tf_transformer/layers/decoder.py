@@ -52,8 +52,7 @@ class Decoder(LayerStack):
         build_sublayer(self.final_norm, inputs_shape)
 
     def init_cache(self, memory, max_length):
-        """Per-layer caches for decoding up to `max_length` target tokens against `memory` (None: growing
-        self-attention caches, see `MultiHeadAttention.empty_cache`)."""
+        """The caches of `DecoderLayer.init_cache(memory, max_length)`, one per layer, bottom first."""
         return [layer.init_cache(memory, max_length) for layer in self.layers]
 
     def call(

@@ -82,8 +82,7 @@ class TokenEmbedding(keras.layers.Layer):
         return dense(inputs, self.matrix(inputs.dtype), transpose_kernel=True)
 
     def matrix(self, dtype=None):
-        """The `[vocab_size, d_model]` embedding matrix in `dtype` (default: the compute dtype), dequantized
-        if int8."""
+        """The `[vocab_size, d_model]` matrix in `dtype` (default: the compute dtype), dequantized if int8."""
         return _quantized.read(self, "embeddings", dtype or self.compute_dtype, axis=1)
 
     def quantize(self, mode=None, type_check=True, config=None):
@@ -92,7 +91,7 @@ class TokenEmbedding(keras.layers.Layer):
         del type_check, config  # Keras' arguments (its wrapper of `quantize` makes a config); the scheme is fixed
         if _quantized.check_mode(mode) == _quantized.INT8:
             _quantized.quantize_variable(self, "embeddings", 1)
-            _keras_internals.mark_quantized(self)  # Keras' wrapper of `quantize` then refuses a second call
+            _keras_internals.mark_quantized(self)
 
     def compute_output_shape(self, token_ids_shape):
         return tuple(token_ids_shape) + (self.d_model,)

@@ -55,14 +55,13 @@ class FeedForward(keras.layers.Layer):
         build_sublayer(self.outer, tuple(inputs_shape[:-1]) + (self.d_ff,))
 
     def call(self, inputs, training=None):
-        # The sublayers are called (not their kernels read), so what Keras adds to a Dense (LoRA,
-        # quantization) applies. They get the `[batch * length, d_model]` view: Dense on a 2-D input is one
-        # MatMul that TensorFlow fuses with its BiasAdd (and ReLU), where Dense's tensordot on a rank-3 input
-        # leaves them as separate passes; the reshapes are free.
+        # The sublayers are called, not their kernels read, so what Keras adds to a Dense (LoRA, its int8)
+        # applies. On the 2-D view, Dense is one MatMul that TensorFlow fuses with BiasAdd and ReLU (a rank-3
+        # tensordot is not).
         rows = tf.reshape(inputs, [-1, inputs.shape[-1]])
         if _quantized.is_int8_dense(self.inner):
-            # Our int8 (`quantize`): the kernels read dequantized, so that a decoding loop can pass them in
-            # once per call instead of Keras' int8 Dense casting them at every step.
+            # Our int8 (`quantize`): read dequantized, so that a decoding loop can dequantize them once per call
+            # instead of Keras' int8 Dense doing it at every step.
             inner = dense(rows, _quantized.read_dense(self.inner, rows.dtype), tf.cast(self.inner.bias, rows.dtype))
             hidden = self.dropout_layer(self.inner.activation(inner), training=training)
             outer = dense(hidden, _quantized.read_dense(self.outer, rows.dtype), tf.cast(self.outer.bias, rows.dtype))
@@ -77,7 +76,7 @@ class FeedForward(keras.layers.Layer):
         if _quantized.check_mode(mode) == _quantized.INT8:
             _quantized.quantize_dense(self.inner)
             _quantized.quantize_dense(self.outer)
-            _keras_internals.mark_quantized(self)  # Keras' wrapper of `quantize` then refuses a second call
+            _keras_internals.mark_quantized(self)
 
     def compute_output_shape(self, inputs_shape):
         return tuple(inputs_shape[:-1]) + (self.d_model,)

@@ -46,9 +46,7 @@ def combine_masks(*masks):
 
 
 def mask_value(dtype) -> float:
-    """The finite logit given to masked positions: -1e9, or a safe fraction of the dtype's range.
-
-    -inf would turn a fully masked row into NaN; -1e9 overflows to -inf in float16.
-    """
+    """The finite logit of masked positions, -1e9 or half the dtype's minimum: -inf would turn a fully masked
+    row into NaN, and -1e9 overflows to -inf in float16."""
     dtype = tf.as_dtype(dtype)
     return max(-1e9, float(dtype.min) / 2)
