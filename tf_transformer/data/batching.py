@@ -61,19 +61,15 @@ def batch_by_tokens(
     boundaries: Optional[Sequence[int]] = None,
     batch_multiple: int = 1,
 ) -> tf.data.Dataset:
-    """Groups (source_ids, target_input_ids, target_output_ids) 1-D int32 pairs into 0-padded batches.
+    """Groups unbatched 1-D int32 (source_ids, target_input_ids, target_output_ids), none longer than
+    `max_length`, into 0-padded batches (source [batch, source_len], target_in and target_out [batch, target_len]),
+    each padded to its own longest sequence and emitted when its bucket fills (the partly filled ones last).
 
     Args:
-        dataset: unbatched pairs, no side longer than `max_length`.
-        batch_tokens: the most positions (batch * (padded source length + padded target length)) a batch has.
-        max_length: the longest sequence; needs batch_tokens >= 2 * max_length.
+        batch_tokens: the most positions (pairs * (padded source + padded target length)) of a batch; a
+            ValueError if under 2 * max_length.
         boundaries: bucket boundaries; default `bucket_boundaries(max_length)`.
         batch_multiple: every full batch holds a multiple of this many pairs (the number of replicas).
-
-    Returns:
-        Batches (source [batch, source_len], target_in [batch, target_len], target_out [batch, target_len]),
-        each padded to its own longest sequence. Order: a batch is emitted when its bucket fills, the partly
-        filled buckets at the end.
     """
     if batch_tokens < 2 * max_length:
         raise ValueError(f"batch_tokens={batch_tokens} cannot hold one pair of max_length={max_length}.")
@@ -139,15 +135,8 @@ def simulate_batches(
     boundaries: Sequence[int],
     batch_multiple: int = 1,
 ) -> Tuple[int, int, int]:
-    """Replays `batch_by_tokens` on pair lengths in the given order, without tensors (`BatchReplay` in one call).
-
-    Args:
-        source_lengths, target_lengths: per pair, EOS / BOS included.
-        batch_tokens, boundaries, batch_multiple: as for `batch_by_tokens`.
-
-    Returns:
-        (number of batches, padded positions, real tokens) over source and target.
-    """
+    """`(number of batches, padded positions, real tokens)`, source and target together, that `batch_by_tokens`
+    gives pairs of these lengths (EOS / BOS included) in this order; computed without tensors."""
     replay = BatchReplay(batch_tokens, boundaries, batch_multiple)
     replay.add(source_lengths, target_lengths)
     return replay.finish()

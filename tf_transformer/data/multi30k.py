@@ -116,17 +116,10 @@ def download_multi30k(
     url_template: str = MULTI30K_URL,
     opener: Opener = None,
 ) -> pathlib.Path:
-    """Makes sure `cache_dir`/multi30k holds the raw Multi30k files; returns that folder.
-
-    Each file is downloaded at most once (see `download_file`: atomic, verified against the known line
-    counts in `MULTI30K_LINES`: train 29000, valid 1014, test 1000, test_2017_flickr 1000, test_2017_mscoco 461).
-
-    Args:
-        cache_dir: the cache root; "~" is expanded.
-        languages, splits: which files; the splits are keys of `MULTI30K_FILES` (by default train, valid, test).
-        url_template: a format string with {name} (e.g. "val") and {lang}; a file:// template reads a local mirror.
-        opener: see `download_file`.
-    """
+    """Makes sure `cache_dir`/multi30k ("~" expanded) holds the raw files of `languages` x `splits` (keys of
+    `MULTI30K_FILES`), each downloaded at most once by `download_file`, verified against `MULTI30K_LINES`; returns
+    that folder. `url_template` has {name} (e.g. "val") and {lang}; a file:// template reads a local mirror.
+    Raises DataError for an unknown split or language, or as `download_file` does."""
     folder = pathlib.Path(os.path.expanduser(os.fspath(cache_dir))) / "multi30k"
     for split in splits:
         for lang in languages:

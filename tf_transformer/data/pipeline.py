@@ -30,7 +30,7 @@ from tf_transformer.files import write_atomically
 # Strings tokenized per op call: tf-text ops cost per call, so batches amortise that.
 _TOKENIZE_BATCH = 256
 # The map functions here branch on Python values only, so autograph's conversion of them (and of everything they
-# call: parsing and rewriting each function's source) is left out: ~1.5 s of CPU in every new process's train().
+# call: parsing and rewriting each function's source) is left out; it costs seconds of CPU in every new process.
 _graph_only = tf.autograph.experimental.do_not_convert
 # Epoch e of a run with seed s is shuffled with seed s * stride + e: distinct for every epoch of every seed.
 _EPOCH_SEED_STRIDE = 1_000_003
@@ -67,8 +67,7 @@ def encode_batch(tokenizer: Tokenizer, max_length: int, long_pairs: str = "drop"
 
 
 def _keep_rows(tokens: tf.RaggedTensor, keep: tf.Tensor) -> tf.RaggedTensor:
-    """The rows of ragged `[batch, (tokens)]` where the bool `[batch]` `keep` is true: a ragged gather (one
-    kernel) instead of `tf.ragged.boolean_mask`'s ~150 graph ops, which every batch runs."""
+    """The rows of `tokens` where `keep` `[batch]` is true (a gather: one kernel, not boolean_mask's ~150 ops)."""
     return tf.gather(tokens, tf.where(keep)[:, 0])
 
 
@@ -83,19 +82,17 @@ def make_dataset(
     batch_multiple: Optional[int] = None,
     skip_batches: int = 0,
 ) -> tf.data.Dataset:
-    """Token-batched `((source_ids, target_input_ids), target_output_ids)` int32 batches of one split.
+    """Token-batched `((source_ids, target_input_ids), target_output_ids)` int32 batches of one split (the
+    module docstring has the layout), each tensor padded with 0 to its batch's longest row.
 
-    The corpus is opened (and files validated) now, so bad input fails here. Then, in the tf.data graph:
-    repeat the corpus (training, unless `repeat` is False), each epoch shuffled (training, `shuffle_buffer` >
-    0) with its own seed derived from `seed` and the epoch's number, strip the pairs and skip empty ones,
-    tokenize in parallel batches, drop or truncate over-long pairs (`long_pairs`), bucket by length into
-    batches of at most `batch_tokens` source + target positions (see `batch_by_tokens`), skip
-    `skip_batches`, prefetch. Every batch's tensors are padded with 0 to their own longest row.
+    Pairs are stripped, empty ones skipped, over-long ones dropped or truncated (`long_pairs`), and bucketed
+    into batches of at most `batch_tokens` source + target positions (`batch_by_tokens`). The corpus is opened
+    and its files validated now, so bad input fails here, not in the first training step.
 
-    Order: `training=False` gives one pass in a fixed order (no shuffle, no repeat, deterministic). Training
-    with `deterministic=True` gives the same batches on every run and from every iterator (seed `seed`, or
-    0): the stream is a function of the config, so `skip_batches=n` gives exactly the stream from its batch n
-    on. Otherwise the parallel map may reorder pairs for speed, and without a seed each call draws one.
+    Order: `training=False` gives one pass in a fixed order. Training repeats the corpus, each epoch shuffled
+    (`shuffle_buffer` > 0) with a seed of its own derived from the config's seed. With `deterministic=True`
+    every run and every iterator get the same batches (seed `seed`, or 0), so `skip_batches=n` resumes the
+    stream at its batch n; otherwise the parallel map may reorder pairs, and without a seed each call draws one.
 
     Args:
         data_config: the data, batching and length settings.
@@ -136,10 +133,9 @@ def make_dataset(
     if repeat and not _has_usable_pair(tokenized(raw)):
         repeat = False  # nothing to repeat: the stream ends instead of looking for a pair forever
     if shuffle or repeat:
-        # Epoch e is the corpus in the order of seed (seed, e): the stream is a function of the seed alone, the
-        # same from every new iterator (Keras' fit opens one to peek at a batch first) and in every process, so a
-        # resumed run can skip to where it stopped. A shuffle that reshuffles per iteration would give a new
-        # order to each iterator. Strings shuffle more cheaply than ragged ids.
+        # Epoch e is shuffled by seed (seed, e), not reshuffled per iteration: the stream is then the same from
+        # every new iterator (Keras' fit opens one to peek at a batch) and in every process, so a resumed run can
+        # skip to where it stopped. Strings shuffle more cheaply than ragged ids.
         base_seed = config.shuffle_seed if config.shuffle_seed is not None else random.SystemRandom().randrange(1 << 31)
         epochs = tf.data.Dataset.counter() if repeat else tf.data.Dataset.range(1)
 
@@ -147,10 +143,9 @@ def make_dataset(
         def epoch_pairs(epoch):
             pairs = raw
             if shuffle:
-                # This function's own graph seed, so that the order depends on the data config's seed alone, not
-                # on the caller's global seed. It also avoids a TensorFlow failure: `get_seed` compares (graph
-                # seed, op seed) with (0, 0) in Python, which needs the op seed's truth value when the graph
-                # seed is 0 (keras.utils.set_random_seed(0)), and that of a tensor cannot be known here.
+                # A graph seed of its own: the order then depends on the data config's seed alone. It also avoids
+                # a TensorFlow failure: under a global seed of 0 (`keras.utils.set_random_seed(0)`), `get_seed`
+                # needs the truth value of the op seed, a tensor here.
                 tf.random.set_seed(_EPOCH_GRAPH_SEED)
                 pairs = pairs.shuffle(
                     config.shuffle_buffer, seed=base_seed * _EPOCH_SEED_STRIDE + epoch, reshuffle_each_iteration=False
@@ -173,8 +168,7 @@ def make_dataset(
 
 
 def _has_usable_pair(dataset: tf.data.Dataset) -> bool:
-    """Whether a tokenized corpus keeps any pair; reads only up to the first kept pair (the whole corpus only when
-    none is kept, where repeating it would look for one forever)."""
+    """Whether a tokenized corpus keeps any pair (read up to the first one: the whole corpus if it keeps none)."""
     return bool(list(dataset.take(1).as_numpy_iterator()))
 
 

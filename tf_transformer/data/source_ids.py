@@ -25,8 +25,7 @@ def truncate_source(tokens, max_length: int, eos_id: int) -> np.ndarray:
 
 
 def truncate_source_ragged(tokens: tf.RaggedTensor, max_length: int, eos_id: int) -> tf.RaggedTensor:
-    """Source ids of a batch, graph form: ragged `[batch, (tokens)]` -> each row's first `max_length - 1`
-    tokens, then `eos_id` (core TensorFlow ops only, so it serves in a SavedModel)."""
+    """Source ids of a ragged `[batch, (tokens)]` batch, graph form (core TensorFlow ops: it serves SavedModels)."""
     return end_with_eos(tokens[:, : source_token_limit(max_length)], eos_id)
 
 
