@@ -25,7 +25,7 @@ BEST_CHECKPOINT = "best"  # the `checkpoint=` name of the best checkpoint by val
 LOG_DIR = "logs"  # Keras' TensorBoard callback: logs/train, logs/validation
 TRAIN_LOG_DIR = "logs/train"  # also the trainer's own per-step scalars (TrainingMonitor, the multi-worker loop)
 BLEU_LOG_DIR = "logs/bleu"  # not logs/validation, which Keras' TensorBoard callback writes to
-DECODING_FILE = "decoding.json"  # beam_size, length_penalty, method, average_last: tft-translate's defaults
+DECODING_FILE = "decoding.json"  # the model's decoding settings (`DecodingSettings`): tft-translate's defaults
 
 # The fix every "not a model directory" error ends with.
 MODEL_DIR_FIX = "Fix: pass the --model_dir that tft-train wrote."

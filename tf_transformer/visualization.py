@@ -1,7 +1,5 @@
-"""Pictures of a trained Transformer: attention heatmaps per layer and head, and the positional encoding.
-
-    model, tokenizer, _ = tf_transformer.checkpoints.load_translation_model("runs/multi30k_tiny")
-    summary = write_attention_plots(model, tokenizer, "A dog runs.", "plots/")   # PNGs + what they show
+"""Pictures of a trained Transformer: attention heatmaps per layer and head, and the positional encoding
+(`write_attention_plots` writes them all).
 
 matplotlib is an optional dependency (`pip install 'tf-transformer[plot]'`), imported only when a figure is
 drawn; without it a `MatplotlibMissingError` (an ImportError) says how to install it. Figures are
@@ -155,6 +153,9 @@ def plot_attention_heads(
 
     Returns:
         A `matplotlib.figure.Figure` (Agg canvas); save it with `figure.savefig` or `save_figure`.
+
+    Raises:
+        ValueError: `weights` does not match the tokens, or a bad head index.
     """
     weights = np.asarray(weights)
     if weights.ndim != 3 or weights.shape[1:] != (len(query_tokens), len(key_tokens)):
@@ -188,8 +189,8 @@ def plot_positional_encoding(model, positions: Optional[int] = None, *, dpi: int
     """A heatmap of the position encodings added to the source embeddings: positions x dimensions.
 
     Sinusoidal (the paper, section 3.5): PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...);
-    learned: the encoder's trained position embeddings. `positions` (default: the config's max_length) rows
-    are shown. The figure is `POSITION_FIGURE_INCHES`.
+    learned: the encoder's trained position embeddings. The first `positions` rows are shown (default and
+    most: the config's max_length; ValueError unless an int >= 1). The figure is `POSITION_FIGURE_INCHES`.
     """
     config = model.config
     positions = config.max_length if positions is None else positions
@@ -249,6 +250,10 @@ def write_attention_plots(
     Raises:
         MatplotlibMissingError: matplotlib is not installed (checked before any work).
         ValueError: a bad sentence, target, layer or head index, or dpi.
+
+    Example:
+        model, tokenizer, _ = tf_transformer.checkpoints.load_translation_model("runs/multi30k_tiny")
+        summary = write_attention_plots(model, tokenizer, "A dog runs.", "plots/")   # PNGs + what they show
     """
     _figure_class()
     if isinstance(dpi, bool) or not isinstance(dpi, (int, np.integer)) or dpi < 1:

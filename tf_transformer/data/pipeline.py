@@ -110,6 +110,11 @@ def make_dataset(
 
     Raises:
         DataError: the split's data is missing or invalid.
+        ValueError: `skip_batches` is not an int >= 0.
+
+    Example:
+        data_config = DataConfig(dataset="multi30k", data_dir="../shared/data/multi30k")
+        train = make_dataset(data_config, Tokenizer.from_directory("runs/multi30k/vocab"))
     """
     config = data_config
     if isinstance(skip_batches, bool) or not isinstance(skip_batches, int) or skip_batches < 0:

@@ -86,6 +86,12 @@ def score_translations(
     Raises:
         ValueError: the numbers of hypotheses and references differ (both are named), no sentences, an item that
             is not a str, or a `language` that is not a lowercase ISO 639 code.
+
+    Example:
+
+    >>> scores = score_translations(["Ein Hund läuft im Schnee."], ["Ein Hund läuft im Schnee."])
+    >>> round(scores["bleu"], 1), scores["sentences"]
+    (100.0, 1)
     """
     hypotheses, references = list(hypotheses), list(references)
     if len(hypotheses) != len(references):
