@@ -1,8 +1,8 @@
 """The one place that touches Keras and TensorFlow internals (private attributes, `keras.src`, `tensorflow.python`).
 
-Each function below does one thing the public API does not offer; a comment at the private use says why. An
-upgrade of Keras or TensorFlow that moves one of them fails tests/test_keras_internals.py first, by name
-(`relied_on_problems`), instead of a quantized model or a training run failing somewhere downstream.
+Each function below does one thing the public API does not offer, and says why (in a comment at the private use,
+or its docstring). An upgrade of Keras or TensorFlow that moves one of them fails tests/test_keras_internals.py
+first, by name (`relied_on_problems`), instead of a quantized model or a training run failing somewhere downstream.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ def op_determinism_enabled() -> bool:
 
 def disable_op_determinism() -> None:
     """Turns TensorFlow's process-wide op determinism off (to restore a caller's setting after a run)."""
+    # Private: see `op_determinism_enabled`.
     from tensorflow.python.framework import config as tf_framework_config
 
     tf_framework_config.disable_op_determinism()
