@@ -39,7 +39,7 @@ from tf_transformer._lazy import lazy_attributes
 _LAZY = {
     "align_ids": "tf_transformer.decoding.alignment",
     "beam_search": "tf_transformer.decoding.beam_search",
-    "DecodableModel": "tf_transformer.decoding.contract",
+    "DecodableModel": "tf_transformer.decoding.loop",
     "DecodeResult": "tf_transformer.decoding.translation",
     "greedy_decode": "tf_transformer.decoding.greedy",
     "PairScore": "tf_transformer.decoding.scoring",
