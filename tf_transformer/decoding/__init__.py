@@ -29,7 +29,7 @@ Output convention (all decoders):
 Scoring (`score_ids`, `score_texts`) is the reverse: the log-probability of a given target, teacher-forced,
 the same sum the decoders report for their own outputs (see `tf_transformer.decoding.scoring`).
 
-Word alignments (`align_ids`, `translate_texts(..., with_alignments=True)`): from the cross-attention of one
+Word alignments (`align_ids`, `TextTranslator(..., with_alignments=True)`): from the cross-attention of one
 teacher-forced pass over the output (see `tf_transformer.decoding.alignment`).
 """
 

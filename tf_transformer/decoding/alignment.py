@@ -1,7 +1,7 @@
 """Word alignments from the encoder-decoder attention: which source word each output word was translated from.
 
     model, tokenizer, _ = tf_transformer.checkpoints.load_translation_model("runs/multi30k")
-    results = translate_texts(model, tokenizer, ["A dog runs in the snow."], with_alignments=True)
+    results = TextTranslator(model, tokenizer, with_alignments=True)(["A dog runs in the snow."])
     text, score, links = results[0][0]   # "Ein Hund rennt im Schnee.", -0.33, [(0, 0), (1, 1), (2, 2), ...]
     format_alignment(links)              # "0-0 1-1 2-2 3-3 5-4": source word i - target word j
 
