@@ -106,3 +106,103 @@ def test_library_code_names_the_commands_not_the_tool_scripts():
     script = re.compile(r"(?<![\w/])tools/\w+\.py")  # tests/tools/... is a test's path, not a script
     users = [relative(path) for path in SOURCES if script.search(path.read_text(encoding="utf-8"))]
     assert not users, f"name the tft-* command instead: {users}"
+
+
+# Issue 56, "one concern, one value": decoders and the export take their settings whole (a DecodingSettings, an
+# OutputRules, a ServedModel), never spread into positional parameters; beam search lives in a few modules.
+MAX_PARAMETERS = 6
+SETTINGS_TAKERS = ("decoding", "export")
+BEAM_SEARCH = "tf_transformer.decoding.beam_search"
+MAX_BEAM_SEARCH_MODULES = 5
+
+
+def parameter_counts(path):
+    """(name, first line, parameters) of every function of `path`, nested ones and methods included: every
+    parameter (*args and **kwargs too) but a method's self or cls."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            arguments = node.args
+            names = [arg.arg for arg in arguments.posonlyargs + arguments.args + arguments.kwonlyargs]
+            names += [arg.arg for arg in (arguments.vararg, arguments.kwarg) if arg is not None]
+            if names[:1] in (["self"], ["cls"]):
+                names = names[1:]
+            found.append((node.name, node.lineno, len(names)))
+    return found
+
+
+def test_the_parameter_counter_counts_every_kind_of_parameter(tmp_path):
+    path = tmp_path / "example.py"
+    path.write_text(
+        "def f(a, /, b, *args, c, d=1, **kwargs):\n    def inner(x):\n        return x\n\n\n"
+        "class A:\n    def method(self, a):\n        pass\n\n    @classmethod\n    def make(cls):\n        pass\n",
+        encoding="utf-8",
+    )
+    assert sorted(parameter_counts(path)) == [("f", 1, 6), ("inner", 2, 1), ("make", 11, 0), ("method", 7, 1)]
+
+
+def test_no_decoding_or_export_function_takes_more_than_6_parameters():
+    wide = [
+        f"{relative(path)}:{line} {name} ({count} parameters)"
+        for path in SOURCES
+        if path.relative_to(PACKAGE).parts[0] in SETTINGS_TAKERS
+        for name, line, count in parameter_counts(path)
+        if count > MAX_PARAMETERS
+    ]
+    assert not wide, (
+        f"at most {MAX_PARAMETERS} parameters: pass the value whole (DecodingSettings, OutputRules, LengthPlan, "
+        f"ServedModel) instead of its fields: {wide}"
+    )
+
+
+def modules_reached(start, modules):
+    """The modules of `modules` (dotted name -> path) that importing `start` runs, itself included: every import
+    statement followed (function-level ones too), and a package's lazy `_LAZY` table (tf_transformer/_lazy.py)
+    when a name is imported from the package. Importing a submodule does not run its package's lazy imports, so
+    that implicit edge is left out, as in tests/test_imports.py."""
+    reached, pending = set(), [start]
+    while pending:
+        name = pending.pop()
+        if name in reached:
+            continue
+        reached.add(name)
+        for node in ast.walk(ast.parse(modules[name].read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                pending += [alias.name for alias in node.names if alias.name in modules]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                for alias in node.names:
+                    submodule = f"{node.module}.{alias.name}"
+                    pending += [submodule] if submodule in modules else [node.module] if node.module in modules else []
+            elif isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["_LAZY"]:
+                pending += [value.value for value in node.value.values if getattr(value, "value", None) in modules]
+    return reached
+
+
+def test_modules_reached_follows_every_import_and_the_lazy_table(tmp_path):
+    sources = {
+        "__init__": '_LAZY = {"thing": "pkg.e"}\n',
+        "a": "from pkg import b\nimport numpy\n",
+        "b": "def f():\n    import pkg.c\n",
+        "c": "from pkg.d import name\n",
+        "d": "name = 1\n",
+        "e": "",
+        "f": "from pkg import thing\n",
+    }
+    modules = {}
+    for stem, text in sources.items():
+        (tmp_path / f"{stem}.py").write_text(text, encoding="utf-8")
+        modules["pkg" if stem == "__init__" else f"pkg.{stem}"] = tmp_path / f"{stem}.py"
+    assert modules_reached("pkg.a", modules) == {"pkg.a", "pkg.b", "pkg.c", "pkg.d"}
+    assert modules_reached("pkg.f", modules) == {"pkg.f", "pkg", "pkg.e"}
+
+
+def test_beam_search_spans_at_most_5_modules_of_the_decoding_package():
+    decoding = PACKAGE / "decoding"
+    modules = {f"tf_transformer.decoding.{path.stem}": path for path in decoding.glob("*.py")}
+    modules["tf_transformer.decoding"] = modules.pop("tf_transformer.decoding.__init__")
+    reached = sorted(modules_reached(BEAM_SEARCH, modules))
+    assert BEAM_SEARCH in reached and "tf_transformer.decoding.settings" in reached
+    assert len(reached) <= MAX_BEAM_SEARCH_MODULES, (
+        f"beam search imports {len(reached)} modules of tf_transformer/decoding/ (at most "
+        f"{MAX_BEAM_SEARCH_MODULES}): {reached}. Fix: keep what only the beam loop needs in its modules."
+    )

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_transformer.decoding import DecodingSettings, beam_search, candidates, constraints, greedy_decode, lengths
+from tf_transformer.decoding import DecodingSettings, beam_search, constraints, greedy_decode
 from tf_transformer.decoding.beam_search import _beam_search_loop
 
 
@@ -31,8 +31,8 @@ def test_the_beam_machinery_with_one_beam_and_no_penalty_is_greedy(tiny_model, g
     # The full search (tiling, top-k, cache reordering, finished set) reduces to greedy search when one
     # hypothesis is kept and EOS is only accepted from within the beam.
     sources, (greedy_ids, greedy_scores) = greedy_reference
-    plan = lengths.plan_lengths(tiny_model.config, tf.constant(sources, tf.int32), None, 3)
-    ids, scores = _beam_search_loop(tiny_model, sources, 1, 0.0, plan, 1)
+    settings = DecodingSettings(beam_size=1, length_penalty=0.0, max_decode_length="x+3")
+    ids, scores = _beam_search_loop(tiny_model, sources, settings)
     np.testing.assert_array_equal(ids.numpy()[:, 0], greedy_ids.numpy())
     np.testing.assert_allclose(scores[:, 0], greedy_scores, atol=1e-5)
 
@@ -159,7 +159,7 @@ def test_the_chunked_top_k_equals_tf_top_k_ties_and_infinities_included(size, k)
     values[3, ::2], values[3, 1::2] = -np.inf, 0.0
     values[4, :-3] = -np.inf  # fewer finite entries than k
     expected = tf.math.top_k(values, k)
-    best, indices = candidates.top_k(tf.constant(values), k)
+    best, indices = constraints.top_k(tf.constant(values), k)
     np.testing.assert_array_equal(indices, expected.indices)
     np.testing.assert_array_equal(best, expected.values)
 
@@ -177,11 +177,12 @@ def test_the_best_allowed_tokens_are_the_top_k_of_the_masked_log_softmax(helpers
     caps = np.array([20, 20, step + 1, 20, 20, 20], np.int32)
     min_length = np.array([0, step + 2, 0, 0, 0, 0], np.int32)
 
-    log_probs, tokens = candidates.best_allowed_tokens(tf.constant(logits), k, config, step, caps, min_length)
+    plan = constraints.LengthPlan(vocab, tf.constant(caps), None, tf.constant(min_length))
+    rules = constraints.OutputRules(config, plan, 0, None)
+    log_probs, tokens = constraints.best_allowed_tokens(tf.constant(logits), k, rules, step)
     log_probs, tokens = log_probs.numpy(), tokens.numpy()
 
-    plan = lengths.LengthPlan(vocab, tf.constant(caps), None, tf.constant(min_length))
-    allowed = constraints.allowed_tokens(config, step, plan).numpy()
+    allowed = constraints.allowed_tokens(rules, step).numpy()
     reference = helpers.log_softmax(logits.astype(np.float64))
     for row in range(len(logits)):
         masked = np.where(allowed[row], reference[row], -np.inf)
@@ -189,8 +190,8 @@ def test_the_best_allowed_tokens_are_the_top_k_of_the_masked_log_softmax(helpers
         live = np.isfinite(masked[expected])
         np.testing.assert_array_equal(tokens[row][live], expected[live])
         np.testing.assert_allclose(log_probs[row][live], masked[expected][live], atol=1e-5)
-        assert (log_probs[row][~live] < candidates.NEG_INF / 2).all()
-    assert list(tokens[2][:1]) == [config.eos_id] and (log_probs[2][1:] < candidates.NEG_INF / 2).all()
+        assert (log_probs[row][~live] < constraints.NEG_INF / 2).all()
+    assert list(tokens[2][:1]) == [config.eos_id] and (log_probs[2][1:] < constraints.NEG_INF / 2).all()
     assert config.eos_id not in tokens[1] and config.pad_id not in tokens[3]
 
 
@@ -200,7 +201,7 @@ def test_the_log_sum_exp_equals_numpys_for_small_and_huge_logits(scale, shift, j
     logits = (np.random.default_rng(5).normal(size=(4, 3000)) * scale + shift).astype(np.float32)
     row_max = logits.max(axis=1, keepdims=True)
     expected = row_max + np.log(np.exp(logits.astype(np.float64) - row_max).sum(axis=1, keepdims=True))
-    log_sum_exp = tf.function(lambda *args: candidates.log_sum_exp(*args, jit_compile=jit), jit_compile=jit)
+    log_sum_exp = tf.function(lambda *args: constraints.log_sum_exp(*args, jit_compile=jit), jit_compile=jit)
     result = log_sum_exp(tf.constant(logits), tf.constant(row_max)).numpy()
     assert np.isfinite(result).all()
     np.testing.assert_allclose(result, expected, rtol=1e-6, atol=1e-5)

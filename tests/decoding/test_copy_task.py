@@ -6,7 +6,7 @@ import pytest
 
 import tf_transformer as tft
 from tf_transformer.data import Tokenizer, synthetic_pairs, synthetic_translation_dataset
-from tf_transformer.decoding import beam_search, greedy_decode, score_ids, translate, translate_texts
+from tf_transformer.decoding import TextTranslator, beam_search, greedy_decode, score_ids, translate
 from tf_transformer.decoding.alignment import align_ids
 from tf_transformer.decoding.settings import EXTRA_DECODE_LENGTH, DecodingSettings
 from tf_transformer.training import synthetic_task_config
@@ -90,7 +90,7 @@ def test_the_word_alignment_of_a_copy_is_the_identity(copy_model):
     # 4 to 8 pieces each, as in training; words of one, two and three pieces, in several orders.
     sentences = ["bad cab f", "a bb c dd", "ihgj f e", "ace bdf g", "hi ij a b c", "ab cd ef gh", "i h g f"]
     # Greedy search only (beam search's copies are the same): the alignment is of the output, whichever decoder.
-    results = translate_texts(copy_model, tokenizer, sentences, DecodingSettings(method="greedy"), with_alignments=True)
+    results = TextTranslator(copy_model, tokenizer, DecodingSettings(method="greedy"), with_alignments=True)(sentences)
     for sentence, [(text, _, links)] in zip(sentences, results, strict=True):
         assert text == sentence
         assert links == [(i, i) for i in range(len(sentence.split()))], sentence

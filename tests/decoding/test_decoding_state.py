@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_transformer.decoding import DecodableModel, DecodingSettings, beam_search, lengths, loop
+from tf_transformer.decoding import DecodableModel, DecodingSettings, beam_search, constraints, loop
 from tf_transformer.decoding.beam_search import BeamState
 from tf_transformer.layers.attention import (
     CrossAttentionCache,
@@ -25,7 +25,7 @@ def test_the_transformer_and_a_stand_in_satisfy_the_model_contract(tiny_model, h
 def test_init_cache_gives_typed_caches(one_layer_model, helpers, jit_compile):
     sources = tf.constant(helpers.make_sources([4, 2], seed=30))
     memory, _ = one_layer_model.encode(sources)
-    plan = lengths.plan_lengths(one_layer_model.config, sources, None, 3)
+    plan = constraints.plan_lengths(one_layer_model.config, sources, DecodingSettings(max_decode_length="x+3"))
     (layer_cache,) = loop.init_decoding_cache(one_layer_model, memory, plan, jit_compile)
     assert type(layer_cache["self"]) is (SelfAttentionBuffer if jit_compile else GrowingSelfAttentionCache)
     assert type(layer_cache["cross"]) is CrossAttentionCache
@@ -34,7 +34,7 @@ def test_init_cache_gives_typed_caches(one_layer_model, helpers, jit_compile):
 def test_tile_reorder_and_shape_invariants_follow_the_cache_types(one_layer_model, helpers):
     sources = tf.constant(helpers.make_sources([4, 2], seed=31))
     memory, _ = one_layer_model.encode(sources)
-    plan = lengths.plan_lengths(one_layer_model.config, sources, None, 3)
+    plan = constraints.plan_lengths(one_layer_model.config, sources, DecodingSettings(max_decode_length="x+3"))
     for jit_compile in (False, True):
         cache = loop.init_decoding_cache(one_layer_model, memory, plan, jit_compile)
         tiled = loop.tile_cache(cache, 3)

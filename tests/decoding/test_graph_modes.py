@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 import tf_transformer as tft
-from tf_transformer.decoding import DecodingSettings, beam_search, greedy_decode, lengths, loop, sample_decode
+from tf_transformer.decoding import DecodingSettings, beam_search, constraints, greedy_decode, loop, sample_decode
 
 DECODERS = {
     "greedy": lambda model, source, **kw: greedy_decode(model, source, DecodingSettings(max_decode_length="x+3"), **kw),
@@ -53,7 +53,8 @@ def test_the_decoders_grow_their_cache_except_for_xla(one_layer_model, helpers):
     # checks that both give the eager results; this one that each mode really gets its own cache.
     sources = helpers.make_sources([4, 2], seed=15)
     memory, _ = one_layer_model.encode(sources)
-    plan = lengths.plan_lengths(one_layer_model.config, tf.constant(sources), None, 3)
+    settings = DecodingSettings(max_decode_length="x+3")
+    plan = constraints.plan_lengths(one_layer_model.config, tf.constant(sources), settings)
     names = {jit: set(loop.init_decoding_cache(one_layer_model, memory, plan, jit)[0]["self"]) for jit in (False, True)}
     assert names == {False: {"past_key", "past_value"}, True: {"key", "value"}}
 

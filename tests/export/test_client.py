@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_transformer.export.client import predict_request, rest_request, rest_url, translate_with_server
+from tf_transformer.export.client import ServedModel, predict_request, rest_request, rest_url, translate_with_server
 
 
 def as_text(sentence):
@@ -149,10 +149,10 @@ def test_the_clients_round_trip_through_a_model_server(protocol, rest_server, gr
     port, received = rest_server if protocol == "rest" else grpc_server
     before = len(received)
     for signature in ("serving_default", "translate_nbest"):
-        results = translate_with_server(
-            sentences, settings.MODEL_NAME, protocol=protocol, host="127.0.0.1", port=port,
-            signature_name=signature, batch_size=4,
-        )  # fmt: skip
+        served = ServedModel(
+            settings.MODEL_NAME, protocol=protocol, host="127.0.0.1", port=port, signature_name=signature
+        )
+        results = translate_with_server(sentences, served, batch_size=4)
         assert results == chunked(loaded, signature, sentences, 4)  # exactly: the same requests
         assert len(results[0]) == (1 if signature == "serving_default" else settings.N_BEST)
     assert len(received) - before == 2 * 3  # 9 sentences, 4 a request
@@ -168,12 +168,13 @@ def test_the_clients_round_trip_through_a_model_server(protocol, rest_server, gr
 
 def test_client_errors_name_the_problem_and_the_fix(rest_server):
     with pytest.raises(RuntimeError, match="HTTP 404: .*Servable not found.*Fix: check --model_name"):
-        translate_with_server(["A dog."], "other_model", port=rest_server[0], host="127.0.0.1")
+        translate_with_server(["A dog."], ServedModel("other_model", port=rest_server[0], host="127.0.0.1"))
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         free_port = probe.getsockname()[1]
     for protocol in ("rest", "grpc"):
         with pytest.raises(ConnectionError, match="cannot reach a model server.*Fix: start TensorFlow Serving"):
-            translate_with_server(["A dog."], "m", protocol=protocol, host="127.0.0.1", port=free_port, timeout=10)
+            served = ServedModel("m", protocol=protocol, host="127.0.0.1", port=free_port, timeout=10)
+            translate_with_server(["A dog."], served)
     with pytest.raises(ValueError, match="protocol: unknown protocol 'http'"):
-        translate_with_server(["A dog."], "m", protocol="http")
+        translate_with_server(["A dog."], ServedModel("m", protocol="http"))

@@ -16,7 +16,7 @@ import sys
 from absl import flags
 
 from tf_transformer.cli import exit_on, run_binary
-from tf_transformer.export.client import PROTOCOLS, TEXT_SIGNATURES, translate_with_server  # no TensorFlow
+from tf_transformer.export.client import PROTOCOLS, TEXT_SIGNATURES, ServedModel, translate_with_server  # no TF
 
 _MODEL_NAME = flags.DEFINE_string("model_name", None, "The served model's name (MODEL_NAME).", required=True)
 _PROTOCOL = flags.DEFINE_enum("protocol", "rest", list(PROTOCOLS), "rest (port 8501) or grpc (port 8500).")
@@ -41,11 +41,11 @@ def main(argv):
             raise ValueError("give sentences as arguments or --input, not both.")
         sentences = list(argv[1:]) if len(argv) > 1 else read_sentences(_INPUT.value, "--input")
         port = _REST_PORT.value if _PROTOCOL.value == "rest" else _GRPC_PORT.value
-        results = translate_with_server(
-            sentences, _MODEL_NAME.value, protocol=_PROTOCOL.value, host=_HOST.value, port=port,
-            signature_name=_SIGNATURE.value, version=_MODEL_VERSION.value, batch_size=_BATCH_SIZE.value,
-            timeout=_TIMEOUT.value,
+        served = ServedModel(
+            _MODEL_NAME.value, protocol=_PROTOCOL.value, host=_HOST.value, port=port,
+            signature_name=_SIGNATURE.value, version=_MODEL_VERSION.value, timeout=_TIMEOUT.value,
         )  # fmt: skip
+        results = translate_with_server(sentences, served, batch_size=_BATCH_SIZE.value)
     lines = format_results(results, scored=_SIGNATURE.value == "translate_nbest")
     sys.stdout.buffer.write("".join(line + "\n" for line in lines).encode("utf-8"))
     sys.stdout.flush()

@@ -19,7 +19,7 @@ Weights: the latest checkpoint of --model_dir/checkpoints; --checkpoint=PATH for
 .../checkpoints/ckpt-60, or the path tft-average-checkpoints printed); --checkpoint=best for the best
 checkpoint by validation BLEU (training with --bleu_every keeps it in MODEL_DIR/best); --average_last=N to
 average the last N checkpoints on the fly (nothing is written). Decoding happens in
-`tf_transformer.decoding.text.translate_texts`.
+`tf_transformer.decoding.text.TextTranslator`.
 
 Settings: --beam_size, --length_penalty, --method, --average_last, --no_repeat_ngram_size and
 --max_decode_length default to MODEL_DIR/decoding.json (written by tft-train from the model config; edit it to
@@ -130,7 +130,7 @@ def main(argv, checked):
     pylogging.getLogger("absl").setLevel(pylogging.WARNING)  # TensorFlow's INFO lines; ours stay
     with exit_on(FileNotFoundError, ValueError):  # ConfigError and DataError are ValueErrors
         # Imported here, not at the top: --help and a bad flag need no TensorFlow.
-        from tf_transformer.decoding.text import format_results, translate_texts
+        from tf_transformer.decoding.text import TextTranslator, format_results
 
         with progress_bar(len(sentences), "sentence", shown=_OUTPUT.value is not None) as progress:
             if _SAVED_MODEL.value is not None:
@@ -142,11 +142,11 @@ def main(argv, checked):
                 )  # fmt: skip
             else:
                 model, tokenizer, _ = decoding_flags.load_model(_MODEL_DIR.value, decoding)
-                results = translate_texts(
-                    model, tokenizer, sentences, decoding, batch_tokens=decoding_flags.BATCH_TOKENS.value,
-                    progress=progress, target_prefixes=prefixes, with_alignments=_WITH_ALIGNMENTS.value,
-                    alignment_layer=_ALIGNMENT_LAYER.value,
+                translator = TextTranslator(
+                    model, tokenizer, decoding, batch_tokens=decoding_flags.BATCH_TOKENS.value,
+                    with_alignments=_WITH_ALIGNMENTS.value, alignment_layer=_ALIGNMENT_LAYER.value,
                 )  # fmt: skip
+                results = translator(sentences, progress=progress, target_prefixes=prefixes)
     write_output(_OUTPUT.value, format_results(results, scored=_N_BEST.value > 1))
 
 

@@ -29,7 +29,7 @@ Output convention (all decoders):
 Scoring (`score_ids`, `score_texts`) is the reverse: the log-probability of a given target, teacher-forced,
 the same sum the decoders report for their own outputs (see `tf_transformer.decoding.scoring`).
 
-Word alignments (`align_ids`, `translate_texts(..., with_alignments=True)`): from the cross-attention of one
+Word alignments (`align_ids`, `TextTranslator(..., with_alignments=True)`): from the cross-attention of one
 teacher-forced pass over the output (see `tf_transformer.decoding.alignment`).
 """
 
@@ -39,7 +39,7 @@ from tf_transformer._lazy import lazy_attributes
 _LAZY = {
     "align_ids": "tf_transformer.decoding.alignment",
     "beam_search": "tf_transformer.decoding.beam_search",
-    "DecodableModel": "tf_transformer.decoding.contract",
+    "DecodableModel": "tf_transformer.decoding.loop",
     "DecodeResult": "tf_transformer.decoding.translation",
     "greedy_decode": "tf_transformer.decoding.greedy",
     "PairScore": "tf_transformer.decoding.scoring",

@@ -1,7 +1,7 @@
 """Word alignments from the encoder-decoder attention: which source word each output word was translated from.
 
     model, tokenizer, _ = tf_transformer.checkpoints.load_translation_model("runs/multi30k")
-    results = translate_texts(model, tokenizer, ["A dog runs in the snow."], with_alignments=True)
+    results = TextTranslator(model, tokenizer, with_alignments=True)(["A dog runs in the snow."])
     text, score, links = results[0][0]   # "Ein Hund rennt im Schnee.", -0.33, [(0, 0), (1, 1), (2, 2), ...]
     format_alignment(links)              # "0-0 1-1 2-2 3-3 5-4": source word i - target word j
 
@@ -34,7 +34,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tf_transformer.decoding import lengths
+from tf_transformer.decoding.constraints import as_source_ids
 
 Link = Tuple[int, int]  # (source word i, target word j), 0-based
 
@@ -77,8 +77,8 @@ def align_ids(model, source_ids, target_ids, layer: Optional[int] = None) -> tf.
     """
     config = model.config
     index = alignment_layer(config.num_decoder_layers, layer)
-    source_ids = lengths.as_source_ids(source_ids)
-    target_ids = lengths.as_source_ids(target_ids, "target_ids", "target_len")
+    source_ids = as_source_ids(source_ids)
+    target_ids = as_source_ids(target_ids, "target_ids", "target_len")
     bos = tf.fill([tf.shape(target_ids)[0], 1], tf.constant(config.bos_id, tf.int32))
     # As in scoring: what follows a row's EOS cannot change the rows before it (causal mask); it is zeroed below.
     decoder_input = tf.concat([bos, target_ids[:, :-1]], axis=1)

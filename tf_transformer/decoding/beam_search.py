@@ -9,9 +9,15 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from tf_transformer.decoding import candidates, constraints, lengths, loop
-from tf_transformer.decoding.contract import DecodableModel
-from tf_transformer.decoding.greedy import greedy_decode
+from tf_transformer.decoding import loop
+from tf_transformer.decoding.constraints import (
+    NEG_INF,
+    as_source_ids,
+    best_allowed_tokens,
+    constraint_mask,
+    output_rules,
+)
+from tf_transformer.decoding.loop import DecodableModel
 from tf_transformer.decoding.settings import PAPER, DecodingSettings, require_settings
 
 
@@ -66,22 +72,13 @@ def beam_search(
     """
     require_settings(settings)
     loop.check_jit_compile(jit_compile)
-    beam_size, n_best, length_penalty = int(settings.beam_size), int(settings.n_best), float(settings.length_penalty)
-    if beam_size == 1:
-        ids, log_probs = greedy_decode(model, source_ids, settings, jit_compile=jit_compile,
-                                       target_prefix_ids=target_prefix_ids)  # fmt: skip
-        scores = log_probs / lengths.length_penalty(lengths.output_lengths(ids, model.config.pad_id), length_penalty)
+    if settings.beam_size == 1:  # greedy search, its score length-penalised
+        ids, log_probs = loop.decode_one_hypothesis(
+            model, source_ids, settings, jit_compile=jit_compile, target_prefix_ids=target_prefix_ids
+        )
+        scores = log_probs / length_penalty(output_lengths(ids, model.config.pad_id), settings.length_penalty)
         return ids[:, tf.newaxis], scores[:, tf.newaxis]
-    source_ids = lengths.as_source_ids(source_ids)
-    prefix = constraints.target_prefix(target_prefix_ids, source_ids)
-    max_decode_length, ratio, extra = settings.length_cap
-    plan = lengths.plan_lengths(
-        model.config, source_ids, max_decode_length, extra, settings.min_decode_length, ratio, prefix
-    )
-    return _beam_search_loop(
-        model, source_ids, beam_size, length_penalty, plan, n_best, jit_compile,
-        int(settings.no_repeat_ngram_size), prefix,
-    )  # fmt: skip
+    return _beam_search_loop(model, source_ids, settings, jit_compile, target_prefix_ids)
 
 
 class BeamState(NamedTuple):
@@ -110,22 +107,16 @@ class BeamState(NamedTuple):
     done: tf.Tensor
 
 
-def _tile_beams(tensor, beam_size):
-    """`[batch, ...]` -> `[batch * beam_size, ...]`, row b * beam_size + j for beam j of sentence b."""
-    return tf.repeat(tensor, beam_size, axis=0)
-
-
-def _beam_search_loop(
-    model, source_ids, beam_size, alpha, plan, n_best, jit_compile=False, no_repeat_ngram_size=0, prefix=None
-):
+def _beam_search_loop(model, source_ids, settings, jit_compile=False, target_prefix_ids=None):
     """The beam search proper, for any beam_size >= 1 (beam_search routes beam_size=1 to greedy)."""
     config = model.config
-    vocab_size = config.output_vocab_size
-    per_beam = min(2 * beam_size, vocab_size)  # candidates taken from each beam
-    source_ids = lengths.as_source_ids(source_ids)
+    beam_size, n_best, alpha = int(settings.beam_size), int(settings.n_best), float(settings.length_penalty)
+    per_beam = min(2 * beam_size, config.output_vocab_size)  # candidates taken from each beam
+    source_ids = as_source_ids(source_ids)
     batch_size = tf.shape(source_ids)[0]
-    caps = plan.caps
-    max_penalty = lengths.length_penalty(caps, alpha)  # [batch]; the largest penalty, as alpha >= 0
+    rules = output_rules(config, source_ids, settings, target_prefix_ids)
+    plan, caps = rules.plan, rules.plan.caps
+    max_penalty = length_penalty(caps, alpha)  # [batch]; the largest penalty, as alpha >= 0
 
     memory, memory_mask = model.encode(source_ids, training=False)
     # Self-attention caches get a row per hypothesis; cross-attention keys stay one row per sentence, shared
@@ -136,8 +127,7 @@ def _beam_search_loop(
     # Row offset of each sentence's beams in the flattened [batch * beam_size] cache.
     row_offsets = (tf.range(batch_size) * beam_size)[:, tf.newaxis]
     ranks = tf.range(2 * beam_size)[tf.newaxis]
-    row_caps, row_min_length = _tile_beams(caps, beam_size), _tile_beams(plan.min_length, beam_size)
-    row_prefix = constraints.tile_prefix(prefix, beam_size)
+    row_rules = rules.tile(beam_size)  # one row per hypothesis
 
     def body(state: BeamState) -> tuple[BeamState]:
         step = state.step
@@ -156,11 +146,10 @@ def _beam_search_loop(
         # [batch, beam * vocab] ones.
         # The constraints see each hypothesis's own tokens: alive_ids follow the beams' reordering.
         history = tf.reshape(state.alive_ids, [-1, tf.shape(state.alive_ids)[-1]])
-        token_mask = constraints.constraint_mask(config, step, history, no_repeat_ngram_size, row_prefix)
-        beam_log_probs, beam_tokens = candidates.best_allowed_tokens(
-            tf.cast(logits[:, -1], tf.float32), per_beam, config, step, row_caps, row_min_length, jit_compile,
-            token_mask,
-        )  # fmt: skip
+        token_mask = constraint_mask(row_rules, step, history)
+        beam_log_probs, beam_tokens = best_allowed_tokens(
+            tf.cast(logits[:, -1], tf.float32), per_beam, row_rules, step, token_mask, jit_compile
+        )
         # [batch * beam, per_beam] each
         # -1 for the batch keeps its static size (a loop variable's shape may not change).
         beam_log_probs = tf.reshape(beam_log_probs, [-1, beam_size, per_beam])
@@ -171,10 +160,10 @@ def _beam_search_loop(
         top_tokens = tf.gather(tf.reshape(beam_tokens, [-1, beam_size * per_beam]), top_index, batch_dims=1)
         top_ids = loop.write_column(tf.gather(state.alive_ids, top_beams, batch_dims=1), step, top_tokens)
         ends = tf.equal(top_tokens, config.eos_id)
-        live = top_log_probs > candidates.NEG_INF / 2
+        live = top_log_probs > NEG_INF / 2
 
         # Alive: the beam_size best candidates that do not end in EOS, ranked by log-probability.
-        alive_candidates = tf.where(ends, candidates.NEG_INF, top_log_probs)
+        alive_candidates = tf.where(ends, NEG_INF, top_log_probs)
         alive_log_probs, picked = tf.math.top_k(alive_candidates, k=beam_size)
         alive_ids = tf.gather(top_ids, picked, batch_dims=1)
         tokens = tf.gather(top_tokens, picked, batch_dims=1)
@@ -184,7 +173,7 @@ def _beam_search_loop(
         # Finished: EOS candidates within the beam (the first beam_size ranks), merged into the sorted set.
         # Existing entries come first, so a tie keeps them; done sentences take no more hypotheses.
         new_finished = ends & live & (ranks < beam_size) & tf.logical_not(state.done)[:, tf.newaxis]
-        new_scores = tf.where(new_finished, top_log_probs / lengths.length_penalty(step + 1, alpha), candidates.NEG_INF)
+        new_scores = tf.where(new_finished, top_log_probs / length_penalty(step + 1, alpha), NEG_INF)
         finished_scores, kept = tf.math.top_k(tf.concat([state.finished_scores, new_scores], axis=1), k=beam_size)
         finished_ids = tf.gather(tf.concat([state.finished_ids, top_ids], axis=1), kept, batch_dims=1)
         finished_flags = tf.gather(tf.concat([state.finished_flags, new_finished], axis=1), kept, batch_dims=1)
@@ -219,7 +208,7 @@ def _beam_search_loop(
 def _initial_state(config, batch_size, beam_size, buffer_length, cache) -> BeamState:
     """The state before the first step: BOS in every beam, only the first beam live, nothing finished."""
     # Only the first beam is live at the start: the others would duplicate it.
-    first_beam_only = tf.where(tf.range(beam_size) == 0, 0.0, candidates.NEG_INF)
+    first_beam_only = tf.where(tf.range(beam_size) == 0, 0.0, NEG_INF)
     empty_ids = tf.zeros([batch_size, beam_size, buffer_length], tf.int32)
     return BeamState(
         step=tf.constant(0),
@@ -228,7 +217,7 @@ def _initial_state(config, batch_size, beam_size, buffer_length, cache) -> BeamS
         alive_ids=empty_ids,
         alive_log_probs=tf.tile(first_beam_only[tf.newaxis], [batch_size, 1]),
         finished_ids=empty_ids,
-        finished_scores=tf.fill([batch_size, beam_size], tf.constant(candidates.NEG_INF, tf.float32)),
+        finished_scores=tf.fill([batch_size, beam_size], tf.constant(NEG_INF, tf.float32)),
         finished_flags=tf.zeros([batch_size, beam_size], tf.bool),
         done=tf.zeros([batch_size], tf.bool),
     )
@@ -242,10 +231,20 @@ def _best_hypotheses(final: BeamState, alpha, n_best, pad_id):
 
     # A sentence that finished nothing returns its alive hypotheses, scored at the length they reached.
     has_finished = tf.reduce_any(finished_flags, axis=1)
-    alive_scores = alive_log_probs / lengths.length_penalty(lengths.output_lengths(alive_ids, pad_id), alpha)
+    alive_scores = alive_log_probs / length_penalty(output_lengths(alive_ids, pad_id), alpha)
     ids = tf.where(has_finished[:, tf.newaxis, tf.newaxis], finished_ids, alive_ids)
     scores = tf.where(has_finished[:, tf.newaxis], finished_scores, alive_scores)
-    valid = tf.where(has_finished[:, tf.newaxis], finished_flags, alive_log_probs > candidates.NEG_INF / 2)
+    valid = tf.where(has_finished[:, tf.newaxis], finished_flags, alive_log_probs > NEG_INF / 2)
     ids = tf.where(valid[:, :, tf.newaxis], ids, pad_id)[:, :n_best]
     scores = tf.where(valid, scores, float("-inf"))[:, :n_best]
     return ids, scores
+
+
+def length_penalty(length, alpha):
+    """Wu et al. (2016): ((5 + length) / 6) ** alpha, float32; `length` counts emitted tokens with EOS."""
+    return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, float(alpha))
+
+
+def output_lengths(ids, pad_id=0):
+    """Number of emitted tokens (EOS included) of ids `[..., T]` written by the decoders."""
+    return tf.reduce_sum(tf.cast(tf.not_equal(ids, pad_id), tf.int32), axis=-1)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from tf_transformer.decoding import loop
-from tf_transformer.decoding.contract import DecodableModel
-from tf_transformer.decoding.one_hypothesis import decode_one_hypothesis
+from tf_transformer.decoding.loop import DecodableModel, check_jit_compile, decode_one_hypothesis
 from tf_transformer.decoding.settings import PAPER, DecodingSettings, require_settings
 
 
@@ -52,9 +50,7 @@ def greedy_decode(
     Reference: Vaswani et al., "Attention Is All You Need", 2017, https://arxiv.org/abs/1706.03762
     """
     require_settings(settings)
-    loop.check_jit_compile(jit_compile)
-    max_decode_length, ratio, extra = settings.length_cap
+    check_jit_compile(jit_compile)
     return decode_one_hypothesis(
-        model, source_ids, None, max_decode_length, extra, settings.min_decode_length, jit_compile,
-        settings.no_repeat_ngram_size, ratio, target_prefix_ids,
-    )  # fmt: skip
+        model, source_ids, settings, jit_compile=jit_compile, target_prefix_ids=target_prefix_ids
+    )

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tf_transformer.decoding import candidates, loop
-from tf_transformer.decoding.contract import DecodableModel
-from tf_transformer.decoding.one_hypothesis import decode_one_hypothesis
+from tf_transformer.decoding.constraints import NEG_INF
+from tf_transformer.decoding.loop import DecodableModel, check_jit_compile, decode_one_hypothesis
 from tf_transformer.decoding.settings import PAPER, DecodingSettings, require_settings
 
 _TINY = float(np.finfo(np.float32).tiny)  # uniform noise in [tiny, 1): the Gumbel transform stays finite
@@ -62,7 +61,7 @@ def sample_decode(
     of Neural Text Degeneration", 2019, https://arxiv.org/abs/1904.09751
     """
     require_settings(settings)
-    loop.check_jit_compile(jit_compile)
+    check_jit_compile(jit_compile)
     temperature, top_k, top_p = float(settings.temperature), int(settings.top_k), float(settings.top_p)
     seed = settings.seed
     if temperature == 0 or top_k == 1:
@@ -75,10 +74,10 @@ def sample_decode(
         vocab_size = model.config.output_vocab_size
 
         def select(log_probs, allowed, step):
-            logits = tf.where(allowed, log_probs / temperature, candidates.NEG_INF)
+            logits = tf.where(allowed, log_probs / temperature, NEG_INF)
             if 0 < top_k < vocab_size:
                 kth_best = tf.math.top_k(logits, k=top_k).values[:, -1:]
-                logits = tf.where(logits >= kth_best, logits, candidates.NEG_INF)
+                logits = tf.where(logits >= kth_best, logits, NEG_INF)
             if top_p < 1.0:
                 logits = _nucleus(logits, top_p)
             # Gumbel-max: argmax(logits + Gumbel noise) is a sample of softmax(logits). Unlike
@@ -89,16 +88,14 @@ def sample_decode(
             )
             return tf.argmax(logits - tf.math.log(-tf.math.log(uniform)), axis=-1, output_type=tf.int32)
 
-    max_decode_length, ratio, extra = settings.length_cap
     return decode_one_hypothesis(
-        model, source_ids, select, max_decode_length, extra, settings.min_decode_length, jit_compile,
-        settings.no_repeat_ngram_size, ratio, target_prefix_ids,
-    )  # fmt: skip
+        model, source_ids, settings, select, jit_compile=jit_compile, target_prefix_ids=target_prefix_ids
+    )
 
 
 def _argmax(log_probs, allowed, step):
     del step
-    return tf.argmax(tf.where(allowed, log_probs, candidates.NEG_INF), axis=-1, output_type=tf.int32)
+    return tf.argmax(tf.where(allowed, log_probs, NEG_INF), axis=-1, output_type=tf.int32)
 
 
 def _nucleus(logits, top_p):
@@ -107,4 +104,4 @@ def _nucleus(logits, top_p):
     # Probability of all better tokens: a token is kept while that is still below top_p (the first always).
     before = tf.math.cumsum(tf.nn.softmax(ordered, axis=-1), axis=-1, exclusive=True)
     threshold = tf.reduce_min(tf.where(before < top_p, ordered, ordered[:, :1]), axis=-1, keepdims=True)
-    return tf.where(logits >= threshold, logits, candidates.NEG_INF)
+    return tf.where(logits >= threshold, logits, NEG_INF)

@@ -23,7 +23,7 @@ from typing import Callable, List, NamedTuple, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tf_transformer.decoding import lengths
+from tf_transformer.decoding.constraints import as_source_ids
 from tf_transformer.decoding.settings import is_int
 from tf_transformer.decoding.text import batch_by_tokens, check_sentences, encode_sentences
 
@@ -74,8 +74,8 @@ def score_ids(model, source_ids, target_ids) -> ScoreResult:
         docstring). Works eagerly and in a `tf.function`.
     """
     config = model.config
-    source_ids = lengths.as_source_ids(source_ids)
-    target_ids = lengths.as_source_ids(target_ids, "target_ids", "target_len")
+    source_ids = as_source_ids(source_ids)
+    target_ids = as_source_ids(target_ids, "target_ids", "target_len")
     bos = tf.fill([tf.shape(target_ids)[0], 1], tf.constant(config.bos_id, tf.int32))
     # The decoder input is BOS + the target shifted right; what follows a row's EOS is masked out below and,
     # by the causal mask, changes nothing before it.

@@ -26,7 +26,7 @@ import numbers
 import os
 import pathlib
 import re
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple, Union
 
 from tf_transformer.files import write_atomically
 from tf_transformer.model_dir import CONFIG_FILE, DECODING_FILE
@@ -60,20 +60,29 @@ def _is_tensor(value) -> bool:
     return type(value).__module__.startswith("tensorflow")
 
 
-def parse_max_decode_length(value, name: str = "max_decode_length") -> Tuple[Optional[int], float, int]:
-    """`(max_decode_length, max_decode_length_ratio, extra_decode_length)`, the length plan's arguments, of a
-    `max_decode_length` setting: an int N >= 1 or its digits ("120": at most N tokens, the other two then
-    unused), or "Ax+B" (A a number >= 0, B an int >= 0; "x+50" is the paper's rule, "1.5x" has B = 0): at most
-    floor(A * source length) + B tokens, as fairseq's max_len_a and max_len_b. A ValueError names `name`."""
+class LengthCap(NamedTuple):
+    """The length cap rule of a `max_decode_length` setting, in the one order every decoder reads it:
+    `max_decode_length` N (an int, or an int scalar tensor; `ratio` and `extra` then unused) or None for
+    "Ax+B", whose A is `ratio` and B `extra` (fairseq's max_len_a and max_len_b)."""
+
+    max_decode_length: Any
+    ratio: float
+    extra: int
+
+
+def parse_max_decode_length(value, name: str = "max_decode_length") -> LengthCap:
+    """The `LengthCap` of a `max_decode_length` setting: an int N >= 1 or its digits ("120": at most N tokens),
+    or "Ax+B" (A a number >= 0, B an int >= 0; "x+50" is the paper's rule, "1.5x" has B = 0): at most
+    floor(A * source length) + B tokens. A ValueError names `name`."""
     if is_int(value) and value >= 1:
-        return int(value), 1.0, EXTRA_DECODE_LENGTH
+        return LengthCap(int(value), 1.0, EXTRA_DECODE_LENGTH)
     if isinstance(value, str):
         if value.strip().isdigit() and int(value) >= 1:
-            return int(value), 1.0, EXTRA_DECODE_LENGTH
+            return LengthCap(int(value), 1.0, EXTRA_DECODE_LENGTH)
         match = _RELATIVE_LENGTH.match(value)
         if match:
             ratio, extra = match.groups()
-            return None, float(ratio) if ratio is not None else 1.0, int(extra) if extra is not None else 0
+            return LengthCap(None, float(ratio) if ratio is not None else 1.0, int(extra) if extra is not None else 0)
     raise ValueError(
         f"{name}: must be {MAX_DECODE_LENGTH_FORMS}, got {value!r}. Fix: set {name} to e.g. 1.5x+10, x+50 (the "
         "paper) or 200."
@@ -158,7 +167,7 @@ class DecodingSettings:
 
     >>> settings = DecodingSettings(beam_size=5, n_best=2, max_decode_length="1.5x+10")
     >>> settings.length_cap
-    (None, 1.5, 10)
+    LengthCap(max_decode_length=None, ratio=1.5, extra=10)
     >>> dataclasses.replace(settings, no_repeat_ngram_size=4).no_repeat_ngram_size  # a changed copy, checked
     4
     """
@@ -198,11 +207,10 @@ class DecodingSettings:
             )
 
     @property
-    def length_cap(self) -> Tuple[Any, float, int]:
-        """`(max_decode_length, ratio, extra)` of the length cap rule, as the length plan takes it: N (an int or
-        an int scalar tensor) and two unused values, or None, A and B of "Ax+B"."""
+    def length_cap(self) -> LengthCap:
+        """The length cap rule (`LengthCap`) of `max_decode_length`, which the length plan reads."""
         if _is_tensor(self.max_decode_length):
-            return self.max_decode_length, 1.0, EXTRA_DECODE_LENGTH
+            return LengthCap(self.max_decode_length, 1.0, EXTRA_DECODE_LENGTH)
         return parse_max_decode_length(self.max_decode_length)
 
     def json_settings(self) -> Dict[str, Any]:

@@ -31,8 +31,11 @@ class TextTranslator:
     when the translator is created (so a model that cannot decode fails at once) and reused for every batch
     shape and every call. Keep one translator to translate several inputs with the same settings.
 
-    Args: `model`, `tokenizer`, `settings`, `batch_tokens`, `with_alignments`, `alignment_layer` as in
-    `translate_texts`.
+    Args: `model`, `tokenizer`, `settings`, `batch_tokens` as in `translate_texts`; `with_alignments`: also give
+    each hypothesis its word alignment (`tf_transformer.decoding.alignment`: one teacher-forced pass over the
+    output, the cross-attention of `alignment_layer`, default the penultimate decoder layer, averaged over its
+    heads). Call it as `translator(sentences, progress=None, target_prefixes=None)`; `progress(done, total)`
+    (sentences) is called after each batch.
 
     Attributes:
         decode: the `tf.function`: int32 source ids `[batch, source_len]` -> (ids `[batch, n_best, T]`,
@@ -311,12 +314,10 @@ def translate_texts(
     settings: DecodingSettings = PAPER,
     *,
     batch_tokens: int = 4096,
-    progress: Optional[Callable[[int, int], None]] = None,
     target_prefixes: Optional[Sequence[str]] = None,
-    with_alignments: bool = False,
-    alignment_layer: Optional[int] = None,
 ) -> List[List[Tuple[str, float]]]:
-    """Translates sentences with a trained `Transformer` and its `Tokenizer`.
+    """Translates sentences with a trained `Transformer` and its `Tokenizer`: one call of a `TextTranslator`
+    (make one to translate several inputs, to report progress, or for word alignments).
 
     Each sentence is tokenized and gets an EOS, as in training (source = tokens + [eos_id]); a sentence of
     more than `config.max_length - 1` tokens is cut to its first `max_length - 1` tokens (a warning on the
@@ -333,24 +334,20 @@ def translate_texts(
         sentences: str sentences, one per translation.
         settings: a `DecodingSettings`, as `tf_transformer.decoding.translate` takes it (default `PAPER`).
         batch_tokens: source tokens per batch (padding included).
-        progress: called as `progress(done, total)` (sentences) after each batch.
         target_prefixes: None, or one str per sentence ("" for none): each translation starts with its prefix's
             tokens (forced, as CTranslate2's target_prefix; their log-probabilities count in the score). The
             prefix is tokenized as a sentence is (cut to `max_length - 1` tokens), so the translation's text
             starts with it up to the detokenizer's spacing. An empty source sentence still gets "".
-        with_alignments: also give each hypothesis its word alignment (`tf_transformer.decoding.alignment`:
-            one teacher-forced pass over the output, the cross-attention of `alignment_layer`, default the
-            penultimate decoder layer, averaged over its heads).
 
     Returns:
         One list per sentence, in input order, of `n_best` `(text, score)` pairs, best first; scores as
-        `translate` gives them (length-penalised log-probability for beam search). With `with_alignments`,
-        `(text, score, links)` triples: links are `(i, j)` pairs, source word i (of `sentence.split()`) to
-        target word j (of `text.split()`), one for each target word, in target order (`[]` for an empty
-        sentence); `alignment.format_alignment` writes them as `i-j i-j ...`.
+        `translate` gives them (length-penalised log-probability for beam search). A `TextTranslator` with
+        `with_alignments` gives `(text, score, links)` triples: links are `(i, j)` pairs, source word i (of
+        `sentence.split()`) to target word j (of `text.split()`), one for each target word, in target order
+        (`[]` for an empty sentence); `alignment.format_alignment` writes them as `i-j i-j ...`.
 
     Raises:
-        ValueError: a bad batch_tokens or alignment_layer. TypeError: `settings` is not a `DecodingSettings`,
+        ValueError: a bad batch_tokens. TypeError: `settings` is not a `DecodingSettings`,
             or a sentence is not a str.
 
     Example:
@@ -359,6 +356,5 @@ def translate_texts(
         results = translate_texts(model, tokenizer, ["A dog runs."], DecodingSettings(beam_size=5, n_best=2))
         results[0]  # [("Ein Hund rennt.", -0.42), (...)]: n_best (text, score) pairs, best first
     """
-    translator = TextTranslator(model, tokenizer, settings, batch_tokens=batch_tokens,
-                                with_alignments=with_alignments, alignment_layer=alignment_layer)  # fmt: skip
-    return translator(sentences, progress=progress, target_prefixes=target_prefixes)
+    translator = TextTranslator(model, tokenizer, settings, batch_tokens=batch_tokens)
+    return translator(sentences, target_prefixes=target_prefixes)

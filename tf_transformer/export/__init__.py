@@ -43,6 +43,7 @@ _LAZY = {
     "read_warmup_requests": "tf_transformer.export.warmup",
     "rest_request": "tf_transformer.export.client",
     "SavedModelTranslator": "tf_transformer.export.saved_model",
+    "ServedModel": "tf_transformer.export.client",
     "translate_grpc": "tf_transformer.export.client",
     "translate_rest": "tf_transformer.export.client",
     "translate_with_saved_model": "tf_transformer.export.saved_model",
@@ -54,7 +55,7 @@ _LAZY = {
 __getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 __all__ = [
-    "EXPORT_CONFIG_FILE", "SavedModelTranslator", "TranslationModule", "WARMUP_FILE", "export_saved_model",
-    "ids_predict_request", "next_version", "predict_request", "read_warmup_requests", "rest_request",
-    "translate_grpc", "translate_rest", "translate_with_saved_model", "translate_with_server", "warmup_requests",
+    "EXPORT_CONFIG_FILE", "SavedModelTranslator", "ServedModel", "TranslationModule", "WARMUP_FILE",
+    "export_saved_model", "ids_predict_request", "next_version", "predict_request", "read_warmup_requests",
+    "rest_request", "translate_grpc", "translate_rest", "translate_with_saved_model", "translate_with_server", "warmup_requests",
 ]  # fmt: skip

@@ -1,6 +1,6 @@
 """Clients of a TensorFlow Serving model server that serves an export: REST and gRPC.
 
-    results = translate_with_server(["A dog runs.", ""], model_name="multi30k", protocol="grpc")
+    results = translate_with_server(["A dog runs.", ""], ServedModel("multi30k", protocol="grpc"))
     results[0]   # [("Ein Hund rennt.", -0.42)]: n-best (text, score) pairs, best first, as translate_texts
 
 The request builders (`rest_request`, `predict_request`) and response parsers are separate from the
@@ -9,6 +9,7 @@ sending, so what a server receives can be checked without one.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import urllib.error
 import urllib.request
@@ -21,6 +22,43 @@ TEXT_SIGNATURES = ("serving_default", "translate_nbest")
 DEFAULT_PORTS = {"rest": 8501, "grpc": 8500}
 
 Results = List[List[Tuple[str, float]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class ServedModel:
+    """A model a TensorFlow Serving model server serves, and how to ask it; checked when built.
+
+    Attributes:
+        model_name: the served model's name (the server's MODEL_NAME / --model_name).
+        protocol: "rest" or "grpc".
+        host, port: the server; port None (the default) becomes the protocol's (REST 8501, gRPC 8500).
+        signature_name: "serving_default" (the best translation) or "translate_nbest".
+        version: a version number to ask for; None for the server's choice (the latest).
+        timeout: seconds per request.
+
+    Raises:
+        ValueError: a bad protocol or signature.
+
+    Example:
+
+    >>> ServedModel("multi30k", protocol="grpc").port
+    8500
+    """
+
+    model_name: str
+    protocol: str = "rest"
+    host: str = "localhost"
+    port: Optional[int] = None
+    signature_name: str = "serving_default"
+    version: Optional[int] = None
+    timeout: float = 60.0
+
+    def __post_init__(self):
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol: unknown protocol {self.protocol!r}. Fix: use one of {', '.join(PROTOCOLS)}.")
+        _check_signature(self.signature_name)
+        if self.port is None:
+            object.__setattr__(self, "port", DEFAULT_PORTS[self.protocol])
 
 
 def rest_url(host: str, port: int, model_name: str, version: Optional[int] = None) -> str:
@@ -98,16 +136,9 @@ def parse_predict_response(response) -> Results:
     ]
 
 
-def translate_rest(
-    sentences: Sequence[str],
-    model_name: str,
-    host: str = "localhost",
-    port: int = DEFAULT_PORTS["rest"],
-    signature_name: str = "serving_default",
-    version: Optional[int] = None,
-    timeout: float = 60.0,
-) -> Results:
-    """Sends one REST predict request (`POST /v1/models/NAME:predict`) and parses the answer.
+def translate_rest(sentences: Sequence[str], served: ServedModel) -> Results:
+    """Sends one REST predict request (`POST /v1/models/NAME:predict`) to `served` (its protocol is not read)
+    and parses the answer.
 
     Raises:
         ConnectionError: no server answers at host:port.
@@ -115,11 +146,11 @@ def translate_rest(
     """
     if not sentences:
         return []
-    url = rest_url(host, port, model_name, version)
-    data = json.dumps(rest_request(sentences, signature_name)).encode("utf-8")
+    url = rest_url(served.host, served.port, served.model_name, served.version)
+    data = json.dumps(rest_request(sentences, served.signature_name)).encode("utf-8")
     request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"}, method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:
+        with urllib.request.urlopen(request, timeout=served.timeout) as answer:
             body = json.loads(answer.read().decode("utf-8"))
     except urllib.error.HTTPError as error:
         detail = error.read().decode("utf-8", errors="replace")
@@ -135,16 +166,9 @@ def translate_rest(
     return parse_rest_response(body)
 
 
-def translate_grpc(
-    sentences: Sequence[str],
-    model_name: str,
-    host: str = "localhost",
-    port: int = DEFAULT_PORTS["grpc"],
-    signature_name: str = "serving_default",
-    version: Optional[int] = None,
-    timeout: float = 60.0,
-) -> Results:
-    """Sends one gRPC `PredictionService.Predict` request and parses the answer.
+def translate_grpc(sentences: Sequence[str], served: ServedModel) -> Results:
+    """Sends one gRPC `PredictionService.Predict` request to `served` (its protocol is not read) and parses the
+    answer.
 
     Raises:
         ConnectionError: no server answers at host:port.
@@ -155,11 +179,12 @@ def translate_grpc(
     import grpc
     from tensorflow_serving.apis import prediction_service_pb2_grpc
 
-    request = predict_request(sentences, model_name, signature_name, version)
+    request = predict_request(sentences, served.model_name, served.signature_name, served.version)
+    host, port = served.host, served.port
     with grpc.insecure_channel(f"{host}:{port}") as channel:
         stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
         try:
-            response = stub.Predict(request, timeout=timeout)
+            response = stub.Predict(request, timeout=served.timeout)
         except grpc.RpcError as error:
             if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 raise ConnectionError(
@@ -174,47 +199,16 @@ def translate_grpc(
     return parse_predict_response(response)
 
 
-def translate_with_server(
-    sentences: Sequence[str],
-    model_name: str,
-    protocol: str = "rest",
-    host: str = "localhost",
-    port: Optional[int] = None,
-    signature_name: str = "serving_default",
-    version: Optional[int] = None,
-    batch_size: int = 64,
-    timeout: float = 60.0,
-) -> Results:
-    """Translates sentences with a running model server, `batch_size` sentences a request, in input order.
-
-    Args:
-        sentences: str sentences.
-        model_name: the served model's name (the server's MODEL_NAME / --model_name).
-        protocol: "rest" (port 8501 by default) or "grpc" (8500).
-        host, port: the server; port None for the protocol's default.
-        signature_name: "serving_default" (the best translation) or "translate_nbest".
-        version: a version number to ask for; None for the server's choice (the latest).
-        batch_size: sentences per request.
-        timeout: seconds per request.
-
-    Returns:
-        One list of (text, score) pairs per sentence: one pair for serving_default, n_best for translate_nbest.
-
-    Raises:
-        ValueError: a bad protocol, signature or batch size.
-        ConnectionError, RuntimeError: see `translate_rest` and `translate_grpc`.
-    """
-    if protocol not in PROTOCOLS:
-        raise ValueError(f"protocol: unknown protocol {protocol!r}. Fix: use one of {', '.join(PROTOCOLS)}.")
-    _check_signature(signature_name)
+def translate_with_server(sentences: Sequence[str], served: ServedModel, batch_size: int = 64) -> Results:
+    """Translates str `sentences` with `served`'s model server, `batch_size` sentences a request: one list of
+    (text, score) pairs per sentence, in input order (one pair for serving_default, n_best for translate_nbest).
+    A ValueError for a bad batch size; ConnectionError, RuntimeError: see `translate_rest`."""
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise ValueError(f"batch_size: must be an int >= 1, got {batch_size!r}. Fix: use e.g. 64.")
-    send = translate_rest if protocol == "rest" else translate_grpc
-    port = DEFAULT_PORTS[protocol] if port is None else port
+    send = translate_rest if served.protocol == "rest" else translate_grpc
     results: Results = []
     for start in range(0, len(sentences), batch_size):
-        batch = list(sentences[start : start + batch_size])
-        results.extend(send(batch, model_name, host, port, signature_name, version, timeout))
+        results.extend(send(list(sentences[start : start + batch_size]), served))
     return results
 
 

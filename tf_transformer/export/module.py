@@ -87,15 +87,15 @@ class TranslationModule(tf.Module):
         self.tokenizer = tokenizer
         self.n_best = settings.n_best
         self.max_source_tokens = source_token_limit(model.config.max_length)  # as in training
-        max_decode_length, ratio, extra = settings.length_cap
+        cap = settings.length_cap
         # What export_config.json records (its keys predate DecodingSettings; clients read them).
         self.settings = dict(
             beam_size=settings.beam_size,
             length_penalty=settings.length_penalty,
             n_best=self.n_best,
-            max_decode_length=max_decode_length,
-            extra_decode_length=extra,
-            max_decode_length_ratio=ratio,
+            max_decode_length=cap.max_decode_length,
+            extra_decode_length=cap.extra,
+            max_decode_length_ratio=cap.ratio,
             no_repeat_ngram_size=settings.no_repeat_ngram_size,
             min_decode_length=settings.min_decode_length,
         )
