@@ -55,7 +55,7 @@ FINE_TUNING_CHANGES = (
     *DECODE_FIELDS,
 )  # fmt: skip
 
-_VOCAB_MARKER = "tokenizer.json"  # data.vocab.TOKENIZER_JSON, written last (the vocabulary is complete)
+_VOCAB_MARKER = "tokenizer.json"  # data.tokenizer.TOKENIZER_JSON, written last (the vocabulary is complete)
 _FIX_PATH = (
     "Fix: pass a model directory that tft-train wrote (its latest checkpoint is used) or a checkpoint prefix inside "
     "one, such as MODEL_DIR/checkpoints/ckpt-1000 or MODEL_DIR/averaged."
