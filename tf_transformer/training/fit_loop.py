@@ -119,13 +119,13 @@ def _fit_multi_worker(run, data, state, stop_signals, skip: int) -> dict:
 def _datasets(run, model_config, data, skip: int):
     """`(train, valid)`: the training batches after the `skip` trained on, and the validation batches (None
     without a validation split), each batch's rows a multiple of the replicas."""
-    data_config = run.data_config
+    data_config, train_config = run.data_config, run.train_config
     batch_multiple = math.lcm(data_config.batch_multiple, run.replicas)
     train_dataset = data_lib.make_dataset(
         data_config, _training_tokenizer(data.tokenizer, model_config), "train", training=True,
         corpus=data.train_corpus, batch_multiple=batch_multiple, skip_batches=skip,
     )  # fmt: skip
-    valid_dataset = _validation_dataset(data_config, data.tokenizer, data.valid_corpus, run.train_config, batch_multiple)
+    valid_dataset = _validation_dataset(data_config, data.tokenizer, data.valid_corpus, train_config, batch_multiple)
     return train_dataset, valid_dataset
 
 

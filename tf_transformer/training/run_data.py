@@ -18,23 +18,6 @@ from tf_transformer.training.multi_worker import wait_for_file
 logger = logging.getLogger("tf_transformer")
 
 
-@dataclasses.dataclass(frozen=True)
-class RunData:
-    """A run's checked data and its vocabulary (`prepare_data`).
-
-    Attributes:
-        tokenizer: the run's `Tokenizer` (model_dir/vocab).
-        train_corpus: the training split's `ParallelCorpus`, read and checked.
-        valid_corpus: the validation split's, or None when the data has none (files given without --valid_*).
-        report: the training split's `DataReport` (its batches an epoch, its dropped pairs).
-    """
-
-    tokenizer: Any
-    train_corpus: Any
-    valid_corpus: Optional[Any]
-    report: Any
-
-
 def prepare_data(data_config, model_dir: pathlib.Path, is_chief: bool, init_source=None) -> RunData:
     """Reads and checks the data, and builds (or loads, or copies from the fine-tuning `init_source`) the
     vocabulary and the data report.
@@ -56,6 +39,23 @@ def prepare_data(data_config, model_dir: pathlib.Path, is_chief: bool, init_sour
     else:
         logger.info("%s (the run's own %s: not scanned again)", report.summary(), DATA_REPORT_FILE)
     return RunData(tokenizer, train_corpus, valid_corpus, report)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunData:
+    """A run's checked data and its vocabulary (`prepare_data`).
+
+    Attributes:
+        tokenizer: the run's `Tokenizer` (model_dir/vocab).
+        train_corpus: the training split's `ParallelCorpus`, read and checked.
+        valid_corpus: the validation split's, or None when the data has none (files given without --valid_*).
+        report: the training split's `DataReport` (its batches an epoch, its dropped pairs).
+    """
+
+    tokenizer: Any
+    train_corpus: Any
+    valid_corpus: Optional[Any]
+    report: Any
 
 
 def _open_optional(data_config, split: str):
