@@ -200,7 +200,7 @@ def init_from_defaults(init_from, model_dir, overrides: Sequence[str] = ()) -> I
     """
     model_dir = pathlib.Path(model_dir)
     if has_checkpoints(model_dir) and (model_dir / CONFIG_FILE).is_file():
-        config = TransformerConfig.from_json(model_dir / CONFIG_FILE).with_overrides(overrides)
+        config = TransformerConfig.from_json(model_dir / CONFIG_FILE, overrides)
         try:
             data = json.loads((model_dir / DATA_CONFIG_FILE).read_text(encoding="utf-8"))
             return InitDefaults(config, data["vocab_type"], data["vocab_size"], bool(data.get("lowercase", False)))
