@@ -196,6 +196,8 @@ def make_strategy(train_config: TrainConfig) -> tf.distribute.Strategy:
 
 
 def _check_settings(model_config, data_config, train_config, multi_worker) -> None:
+    """Refuses (ConfigError) settings that do not fit together, or not the run that model_dir holds, before any
+    data is read."""
     model_dir = pathlib.Path(train_config.model_dir)
     check_same_run(model_dir, DATA_CONFIG_FILE, data_config)
     check_same_run(model_dir, CONFIG_FILE, model_config, ignore=RESUMABLE_CHANGES)
