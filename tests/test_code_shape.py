@@ -206,3 +206,65 @@ def test_beam_search_spans_at_most_5_modules_of_the_decoding_package():
         f"beam search imports {len(reached)} modules of tf_transformer/decoding/ (at most "
         f"{MAX_BEAM_SEARCH_MODULES}): {reached}. Fix: keep what only the beam loop needs in its modules."
     )
+
+
+MAX_MODULE_LINES = 500
+# Modules that read top to bottom (issue 56): the entry first, each helper below its first caller.
+TOP_DOWN = ("training/trainer.py", "training/fit_loop.py", "training/run_data.py", "training/run_files.py")
+
+
+def test_no_module_is_longer_than_500_lines():
+    long = [
+        f"{relative(path)} ({count} lines)"
+        for path in SOURCES
+        if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    ]
+    assert not long, f"split by concern into modules of at most {MAX_MODULE_LINES} lines: {long}"
+
+
+def test_the_trainer_starts_with_train():
+    tree = ast.parse((PACKAGE / "training" / "trainer.py").read_text(encoding="utf-8"))
+    definitions = [node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
+    assert definitions[0] == "train", f"train() first, its phases below it in the order they run: {definitions}"
+
+
+def defined_before_first_use(path):
+    """The top-level functions and classes of `path` defined above the first line that names them (decorators,
+    annotations and calls alike); one never named in the module is an entry point and may stand anywhere."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    defined = {
+        node.name: node.lineno
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }
+    first_use = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in defined:
+            first_use[node.id] = min(first_use.get(node.id, node.lineno), node.lineno)
+    return sorted(name for name, line in defined.items() if name in first_use and line < first_use[name])
+
+
+def test_the_defined_before_use_check_finds_a_helper_above_its_caller(tmp_path):
+    path = tmp_path / "example.py"
+    path.write_text("def _helper():\n    return 1\n\n\ndef entry():\n    return _helper()\n", encoding="utf-8")
+    assert defined_before_first_use(path) == ["_helper"]
+    path.write_text("def entry():\n    return _helper()\n\n\ndef _helper():\n    return 1\n", encoding="utf-8")
+    assert defined_before_first_use(path) == []
+
+
+@pytest.mark.parametrize("module", TOP_DOWN)
+def test_the_training_run_reads_top_to_bottom(module):
+    above = defined_before_first_use(PACKAGE / module)
+    assert not above, f"{module}: move each below its first caller: {above}"
+
+
+def test_training_hands_no_private_dataclasses_along():
+    private = [
+        f"{relative(path)}:{node.lineno} {node.name}"
+        for path in sorted((PACKAGE / "training").glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef)
+        and node.name.startswith("_")
+        and any("dataclass" in ast.unparse(decorator) for decorator in node.decorator_list)
+    ]
+    assert not private, f"hand on meaningful public values (training/state.py), not private bundles: {private}"

@@ -34,7 +34,7 @@ import tensorflow as tf
 from tf_transformer.checkpoint_files import checkpoint_files_problem, too_few_checkpoints, unreadable_checkpoint_fix
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.data.errors import DataError
-from tf_transformer.data.vocab import Tokenizer, check_special_ids
+from tf_transformer.data.tokenizer import Tokenizer, check_special_ids
 from tf_transformer.errors import CheckpointError  # defined there for the commands (no TensorFlow); re-exported
 from tf_transformer.files import write_atomically
 from tf_transformer.model_dir import (  # noqa: F401 (the layout's names stay importable from checkpoints)

@@ -58,8 +58,9 @@ class JsonConfig:
         return text
 
     @classmethod
-    def from_json(cls, text_or_path: Union[str, os.PathLike]):
-        """Reads a config from JSON text or from a JSON file."""
+    def from_json(cls, text_or_path: Union[str, os.PathLike], overrides: Sequence[str] = ()):
+        """Reads a config from JSON text or from a JSON file, with "field=value" `overrides` (see `with_overrides`)
+        applied before it is made, and so checked once."""
         text = str(text_or_path)
         if not text.lstrip().startswith("{"):
             path = pathlib.Path(text_or_path)
@@ -70,6 +71,8 @@ class JsonConfig:
             values = json.loads(text)
         except json.JSONDecodeError as error:
             raise ConfigError(f"config is not valid JSON ({error}). Fix: check the file's syntax.") from None
+        if overrides and isinstance(values, Mapping):
+            values = {**values, **cls._override_changes(overrides)}
         return cls.from_dict(values)
 
     def replace(self, **changes):
@@ -357,13 +360,14 @@ class TransformerConfig(JsonConfig):
                 "joint vocabulary (target_vocab_size=null)."
             )
 
-    def with_overrides(self, overrides: Sequence[str]) -> "TransformerConfig":
-        """`JsonConfig.with_overrides`; a `dropout` given without `dropout_by_epochs` also turns that rule off, so
+    @staticmethod
+    def _override_changes(overrides: Sequence[str]) -> dict:
+        """`JsonConfig._override_changes`; a `dropout` given without `dropout_by_epochs` also turns that rule off, so
         that `--override=dropout=0.3` trains at 0.3 whatever the run's budget."""
-        changes = self._override_changes(overrides)
+        changes = JsonConfig._override_changes(overrides)
         if "dropout" in changes:
             changes.setdefault("dropout_by_epochs", None)
-        return self.replace(**changes)
+        return changes
 
     # ----------------------------------------------------------------------------------------- derived
 
@@ -449,22 +453,24 @@ class TransformerConfig(JsonConfig):
     # ----------------------------------------------------------------------------------------- in and out
 
     @classmethod
-    def from_preset(cls, name: str) -> "TransformerConfig":
-        """Loads `configs/<name>.json`, e.g. "tiny", "base", "big" or a Table 3 variation."""
+    def from_preset(cls, name: str, overrides: Sequence[str] = ()) -> "TransformerConfig":
+        """Loads `configs/<name>.json`, e.g. "tiny", "base", "big" or a Table 3 variation, with `overrides`
+        (`from_json`)."""
         presets = list_presets()
         if name not in presets:
             close = difflib.get_close_matches(name, presets, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise ConfigError(f"no preset named {name!r}.{hint} Fix: use one of {', '.join(presets)}.")
-        return cls.from_json(_preset_text(name))
+        return cls.from_json(_preset_text(name), overrides)
 
     @classmethod
-    def load(cls, name_or_path: Union[str, os.PathLike]) -> "TransformerConfig":
-        """A preset name ("base") or the path of a JSON file ("my_config.json")."""
+    def load(cls, name_or_path: Union[str, os.PathLike], overrides: Sequence[str] = ()) -> "TransformerConfig":
+        """A preset name ("base") or the path of a JSON file ("my_config.json"), with "field=value" `overrides`
+        applied before the config is made and checked (`from_json`): the commands' `--config` and `--override`."""
         text = str(name_or_path)
         if text.endswith(".json") or os.sep in text or pathlib.Path(text).is_file():
-            return cls.from_json(pathlib.Path(text))
-        return cls.from_preset(text)
+            return cls.from_json(pathlib.Path(text), overrides)
+        return cls.from_preset(text, overrides)
 
 
 def _presets():

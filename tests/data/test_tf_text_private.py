@@ -59,5 +59,5 @@ def test_only_the_shared_resource_survives_seeding(model):
         return
     pytest.fail(
         f"tensorflow-text {_tf_text_private.tf_text_version()}'s own SentencepieceTokenizer now survives "
-        "tf.random.set_seed. Fix: use it in tf_transformer/data/vocab.py and delete _tf_text_private.py."
+        "tf.random.set_seed. Fix: use it in tf_transformer/data/tokenizer.py and delete _tf_text_private.py."
     )

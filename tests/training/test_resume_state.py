@@ -12,7 +12,7 @@ import tf_transformer as tft
 from tf_transformer.data import DataConfig, Tokenizer, build_vocabulary, make_dataset
 from tf_transformer.training import TrainConfig, train
 from tf_transformer.training.resume_state import ResumeState
-from tf_transformer.training.trainer import _saved_report
+from tf_transformer.training.run_data import _saved_report
 
 # Dropout on, so that the masks' random state matters as much as the batches do.
 MODEL = tft.TransformerConfig.from_preset("tiny").replace(

@@ -262,7 +262,7 @@ def test_subword_sampling_is_refused_where_batches_must_repeat(tmp_path, small_c
 def test_a_run_with_subword_sampling_trains_and_its_training_tokenizer_samples(tmp_path, small_corpus):
     import shutil
 
-    from tf_transformer.training.trainer import _training_tokenizer
+    from tf_transformer.training.fit_loop import _training_tokenizer
 
     data = data_config(small_corpus, deterministic=False, valid_source=str(small_corpus["valid_en"]),
                        valid_target=str(small_corpus["valid_de"]))  # fmt: skip

@@ -141,7 +141,7 @@ def configs(init_from=None):
     if init_from is not None and not flags.FLAGS["config"].present:
         model_config = init_from.model_config  # the source's, with the fine-tuning schedule
     else:
-        model_config = TransformerConfig.load(_CONFIG.value).with_overrides(_OVERRIDE.value)
+        model_config = TransformerConfig.load(_CONFIG.value, _OVERRIDE.value)
     data_values = {name: flag.value for name, flag in _DATA_FLAGS.items() if flag.value is not None}
     if init_from is not None:  # the vocabulary comes from --init_from; a --vocab_* flag that differs is refused
         data_values.setdefault("vocab_type", init_from.vocab_type)

@@ -16,7 +16,7 @@ _LAZY = {
     "bucket_batch_sizes": "tf_transformer.data.batching",
     "bucket_boundaries": "tf_transformer.data.batching",
     "build_vocabulary": "tf_transformer.data.vocab",
-    "check_special_ids": "tf_transformer.data.vocab",
+    "check_special_ids": "tf_transformer.data.tokenizer",
     "DataConfig": "tf_transformer.data.config",
     "DataError": "tf_transformer.data.errors",
     "DataReport": "tf_transformer.data.pipeline",
@@ -36,7 +36,7 @@ _LAZY = {
     "synthetic_pairs": "tf_transformer.data.synthetic",
     "SYNTHETIC_TASKS": "tf_transformer.data.synthetic",
     "synthetic_translation_dataset": "tf_transformer.data.synthetic",
-    "Tokenizer": "tf_transformer.data.vocab",
+    "Tokenizer": "tf_transformer.data.tokenizer",
     "train_sentencepiece": "tf_transformer.data.vocab",
     "train_wordpiece": "tf_transformer.data.vocab",
 }

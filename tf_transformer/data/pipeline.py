@@ -24,7 +24,7 @@ from tf_transformer.data.config import DataConfig
 from tf_transformer.data.corpus import ParallelCorpus, both_non_empty, clean_batch
 from tf_transformer.data.source_ids import end_with_eos, source_token_limit, start_with_bos
 from tf_transformer.data.sources import open_corpus
-from tf_transformer.data.vocab import BOS_ID, EOS_ID, Tokenizer
+from tf_transformer.data.tokenizer import BOS_ID, EOS_ID, Tokenizer
 from tf_transformer.files import write_atomically
 
 # Strings tokenized per op call: tf-text ops cost per call, so batches amortise that.

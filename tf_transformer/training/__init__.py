@@ -15,7 +15,7 @@ _LAZY = {
     "train": "tf_transformer.training.trainer",
     "train_synthetic_task": "tf_transformer.training.synthetic",
     "TrainConfig": "tf_transformer.training.train_config",
-    "TrainingDiverged": "tf_transformer.training.trainer",
+    "TrainingDiverged": "tf_transformer.training.callbacks",
     "TrainingInterrupted": "tf_transformer.training.callbacks",
     "TrainResult": "tf_transformer.training.trainer",
     "WarmupSchedule": "tf_transformer.training.schedule",

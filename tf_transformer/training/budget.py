@@ -48,7 +48,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import json
 import logging
 import math
 import pathlib
@@ -58,8 +57,8 @@ from typing import Callable, Optional
 
 import keras
 
-from tf_transformer.files import write_atomically
 from tf_transformer.model_dir import TRAIN_CONFIG_FILE
+from tf_transformer.training.run_files import write_plan
 from tf_transformer.training.train_config import PLAN_KEY, saved_values
 
 logger = logging.getLogger(__name__)
@@ -149,14 +148,6 @@ def read_plan(train_config_path: pathlib.Path) -> Optional[BudgetPlan]:
 def plan_in(train_config_values: dict) -> Optional[BudgetPlan]:
     """The plan in the values of a train_config.json (`train_config.saved_values`; None when it has none)."""
     return BudgetPlan.from_dict(train_config_values.get(PLAN_KEY))
-
-
-def write_plan(train_config_path: pathlib.Path, plan: BudgetPlan) -> None:
-    """Adds (or replaces) the plan in train_config.json, atomically."""
-    path = pathlib.Path(train_config_path)
-    values = json.loads(path.read_text(encoding="utf-8"))
-    values[PLAN_KEY] = plan.to_dict()
-    write_atomically(path, json.dumps(values, indent=2) + "\n")
 
 
 def plan_for_start(
@@ -271,7 +262,7 @@ def callback_for_run(plan: BudgetPlan, optimizer, model_config, train_config, st
 
 
 def save_plan(train_config_path: pathlib.Path, plan: BudgetPlan) -> None:
-    """Writes the plan into train_config.json (`write_plan`) and logs it."""
+    """Writes the plan into train_config.json (`run_files.write_plan`, the file's one writer) and logs it."""
     write_plan(train_config_path, plan)
     logger.info("Time budget: %s.", plan.describe())
 

@@ -55,7 +55,7 @@ FINE_TUNING_CHANGES = (
     *DECODE_FIELDS,
 )  # fmt: skip
 
-_VOCAB_MARKER = "tokenizer.json"  # data.vocab.TOKENIZER_JSON, written last (the vocabulary is complete)
+_VOCAB_MARKER = "tokenizer.json"  # data.tokenizer.TOKENIZER_JSON, written last (the vocabulary is complete)
 _FIX_PATH = (
     "Fix: pass a model directory that tft-train wrote (its latest checkpoint is used) or a checkpoint prefix inside "
     "one, such as MODEL_DIR/checkpoints/ckpt-1000 or MODEL_DIR/averaged."
@@ -200,7 +200,7 @@ def init_from_defaults(init_from, model_dir, overrides: Sequence[str] = ()) -> I
     """
     model_dir = pathlib.Path(model_dir)
     if has_checkpoints(model_dir) and (model_dir / CONFIG_FILE).is_file():
-        config = TransformerConfig.from_json(model_dir / CONFIG_FILE).with_overrides(overrides)
+        config = TransformerConfig.from_json(model_dir / CONFIG_FILE, overrides)
         try:
             data = json.loads((model_dir / DATA_CONFIG_FILE).read_text(encoding="utf-8"))
             return InitDefaults(config, data["vocab_type"], data["vocab_size"], bool(data.get("lowercase", False)))

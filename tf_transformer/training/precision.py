@@ -4,6 +4,9 @@ bfloat16 has float32's exponent range, so `mixed_bfloat16` needs no loss scaling
 the hardware multiplies bf16 natively (GPUs of compute capability 8.0+, TPUs, CPUs with AVX-512 BF16 or AMX) and
 slower where bf16 is emulated (benchmarks/NOTES.md, entry 15). "auto" never picks `mixed_float16`: it can overflow
 and needs loss scaling, so it stays something to ask for by name.
+
+`train` sets two process-wide numerics settings, the dtype policy and (with `deterministic`) op determinism; the
+decorators here give the caller back its own.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from typing import Collection, Optional, Sequence
 
 import keras
 import tensorflow as tf
+
+from tf_transformer import _keras_internals
 
 AUTO = "auto"
 FLOAT32 = "float32"
@@ -112,5 +117,25 @@ def restores_dtype_policy(function):
             return function(*args, **kwargs)
         finally:
             keras.config.set_dtype_policy(previous)
+
+    return wrapper
+
+
+def restores_op_determinism(function):
+    """Decorator: TensorFlow's process-wide op determinism is as the caller had it when `function` returns or raises.
+
+    `train(deterministic=True)` turns it on; left on, it would change the kernels (and so the numerics) of
+    everything the caller runs next in the process (a notebook, a test suite's later tests).
+    """
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        # TensorFlow exports only the enabling side of op determinism: reading and undoing it are internals.
+        was_enabled = _keras_internals.op_determinism_enabled()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            if not was_enabled:
+                _keras_internals.disable_op_determinism()
 
     return wrapper
