@@ -362,6 +362,58 @@ def test_export_takes_its_settings_from_decoding_json(
     assert [score for *_, score in served] != pytest.approx([score for *_, score in other], abs=2e-4)
 
 
+def test_checkpoint_flag_gives_that_checkpoints_weights_not_the_latest(model_dir, corpus, tmp_path):
+    """tft-translate, tft-evaluate and tft-export --checkpoint=ckpt-2 use step 2's weights, though step 4's are the
+    latest."""
+    from tf_transformer.checkpoints import load_translation_model
+    from tf_transformer.decoding.text import format_results, translate_texts
+    from tf_transformer.evaluation.bleu import score_translations
+
+    older = model_dir / "checkpoints" / "ckpt-2"
+    sources, references = (corpus[name].read_text(encoding="utf-8").splitlines() for name in ("valid_en", "valid_de"))
+    # 20 tokens without repeats: long enough for the 4-step model's two checkpoints to translate some sentences
+    # differently (at 8 tokens both repeat one piece), so that the BLEU and chrF of tft-evaluate tell them apart.
+    flags = ["--n_best=2", "--max_decode_length=20", "--no_repeat_ngram_size=1"]
+    settings = DecodingSettings(n_best=2, max_decode_length=20, no_repeat_ngram_size=1)
+    results = {}
+    for checkpoint in (older, None):
+        model, tokenizer, _ = load_translation_model(model_dir, checkpoint)
+        results[checkpoint] = translate_texts(model, tokenizer, sources, settings)
+    expected, latest = (
+        [(line.rsplit(" ||| ", 1)[0], float(line.rsplit(" ||| ", 1)[1])) for line in format_results(r, scored=True)]
+        for r in (results[older], results[None])
+    )
+    scores = {c: score_translations([h[0][0] for h in results[c]], references) for c in results}
+    assert (scores[older]["bleu"], scores[older]["chrf"]) != (scores[None]["bleu"], scores[None]["chrf"])
+
+    translated = run("translate.py", f"--model_dir={model_dir}", f"--checkpoint={older}", *flags,
+                     f"--input={corpus['valid_en']}")  # fmt: skip
+    assert translated.returncode == 0, translated.stderr[-3000:]
+    served = [(line.rsplit(" ||| ", 1)[0], float(line.rsplit(" ||| ", 1)[1])) for line in translated.stdout[:-1].split("\n")]
+    assert [text for text, _ in served] == [text for text, _ in expected]
+    assert [score for _, score in served] == pytest.approx([score for _, score in expected], abs=2e-4)
+    assert [score for _, score in served] != pytest.approx([score for _, score in latest], abs=2e-4)
+
+    evaluated = run("evaluate.py", f"--model_dir={model_dir}", f"--checkpoint={older}", *flags[1:],
+                    f"--sources={corpus['valid_en']}", f"--references={corpus['valid_de']}")  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    evaluation = json.loads(evaluated.stdout)
+    for key in ("bleu", "chrf", "hypothesis_tokens"):
+        assert evaluation[key] == pytest.approx(scores[older][key], abs=1e-6), key
+
+    # tft-export: the export's variables are among step 2's (the checkpoint also holds the optimizer's).
+    exported = run("export.py", f"--model_dir={model_dir}", f"--checkpoint={older}", f"--export_dir={tmp_path}")
+    assert exported.returncode == 0, exported.stderr[-3000:]
+
+    def arrays(path):  # the float32 ones: the weights (and the moments); not the object graph or the step
+        reader = tf.train.load_checkpoint(str(path))
+        values = (reader.get_tensor(name) for name in reader.get_variable_to_shape_map())
+        return {value.tobytes() for value in values if getattr(value, "dtype", None) == np.float32}
+
+    weights = arrays(tmp_path / "1" / "variables" / "variables")
+    assert weights <= arrays(older) and not weights <= arrays(model_dir / "checkpoints" / "ckpt-4")
+
+
 def test_evaluate_tunes_the_length_penalty_on_val_into_decoding_json(model_dir, corpus, tmp_path):
     from sacrebleu.metrics import BLEU
 
