@@ -612,10 +612,23 @@ def test_train_lowercase_makes_a_model_that_folds_case_in_and_writes_lowercase_o
         "--dataset=files", f"--train_source={corpus['train_en']}", f"--train_target={corpus['train_de']}",
         f"--valid_source={corpus['valid_en']}", f"--valid_target={corpus['valid_de']}", f"--model_dir={path}",
         "--vocab_size=400", "--batch_tokens=512", "--seed=1", "--validation_batches=1", "--train_steps=2",
-        "--lowercase",
+        "--lowercase", "--bleu_every=2", "--bleu_sentences=4", "--mixed_precision=float32",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads((path / "data_config.json").read_text())["lowercase"] is True
+    # Its validation BLEU and chrF are on lowercased text: the model's greedy translations (as the trainer makes
+    # them, here in float32 as the run) scored so (best.json's signatures say case:lc; cased, they say case:mixed).
+    from tf_transformer.checkpoints import load_translation_model
+    from tf_transformer.decoding.text import TextTranslator
+    from tf_transformer.evaluation.bleu import score_translations
+
+    model, tokenizer, _ = load_translation_model(path)
+    pairs = [corpus[name].read_text(encoding="utf-8").splitlines()[:4] for name in ("valid_en", "valid_de")]
+    hypotheses = [best[0][0] for best in TextTranslator(model, tokenizer, DecodingSettings(method="greedy"))(pairs[0])]
+    folded = score_translations(hypotheses, pairs[1], lowercase=True)
+    best = json.loads((path / "best" / "best.json").read_text())
+    assert "|case:lc|" in best["bleu_signature"] and "|case:lc|" in best["chrf_signature"] and best["step"] == 2
+    assert (best["bleu"], best["chrf"]) == pytest.approx((folded["bleu"], folded["chrf"]), abs=1e-4)
     cased = [line for line in sources if line.strip()]
     assert any(line != line.lower() for line in cased)  # the test has capitals to fold
     # One call: the sentences as they are, lowercased, and uppercased.
