@@ -6,7 +6,8 @@ And the README stays a short front page: few words, its two set-up commands on t
 links into docs/.
 
 absl judges the flags: a child process imports the command's module (which defines its flags, and imports no
-TensorFlow) and parses each command line with absl's own parser, as the command would.
+TensorFlow) and parses each command line with absl's own parser, as the command would; then the command's own
+checks of its flags (its `check_flag_values`: values, flags that go together, the configs they make) run on it.
 """
 
 import concurrent.futures
@@ -58,9 +59,9 @@ OUTPUT_FLAGS = {"output", "output_dir", "export_dir"}
 # modules cannot share a process. Reads a JSON list of argument lists; writes, for each, absl's error or the
 # values of the flags given.
 FLAG_CHECK = r"""
-import importlib, json, sys
+import importlib, json, os, sys
 from absl import app, flags
-importlib.import_module(sys.argv[1])
+module = importlib.import_module(sys.argv[1])
 app.define_help_flags()  # --help, --helpfull, ...: app.run defines them
 FLAGS = flags.FLAGS
 HELP_TYPES = (app.HelpFlag, app.HelpshortFlag, app.HelpfullFlag, app.HelpXMLFlag)
@@ -76,7 +77,20 @@ for argv in json.load(sys.stdin):
         if not (asks_help and isinstance(error, flags.IllegalFlagValueError)):
             results.append({"error": str(error)})
             continue
-    results.append({"flags": {name: FLAGS[name].value for name in FLAGS if FLAGS[name].present}})
+    given = {name: FLAGS[name].value for name in FLAGS if FLAGS[name].present}
+    # Then the command's own checks of its flags (what it refuses after absl: --beam_size=0, a bad --override),
+    # which read no file but a config file named by --config or --data_config: skipped when that is missing (the
+    # page may make it; the paths are judged against what the page makes, in walk).
+    configs = [str(given.get(name, "")) for name in ("config", "data_config")]
+    if not asks_help and hasattr(module, "check_flag_values") and all(
+        not path.endswith(".json") or os.path.isfile(path) for path in configs
+    ):
+        try:
+            module.check_flag_values()
+        except (ValueError, app.UsageError) as error:  # ConfigError is a ValueError
+            results.append({"error": str(error), "flags": given})
+            continue
+    results.append({"flags": given})
 print(json.dumps(results, default=str))
 """
 
@@ -503,6 +517,7 @@ def test_the_check_reports_wrong_flags_and_files():
         "page.md:11: `tft-translate`: --checkpoint runs/multi30k/averaged: no such file",
         "page.md:11: `tft-translate`: < not_made.en: no such file",
         "page.md:14: `tft-translate`: --checkpoint runs/multi30k/best: no such file",
+        "page.md:15: `tft-train`: train_target: dataset 'files' needs the training files",  # tft-train's own check
         "page.md:15: `tft-train`: --train_source a.en: no such file",
         "page.md:17: `tft-score`: Unknown command line flag 'method'",
         "page.md:18: `tft-evaluate`: --sources $HOME/.cache/x.en.gz: a file in the home folder",
@@ -581,3 +596,17 @@ def test_readme_links_to_at_least_4_docs_pages():
     assert not broken, f"README.md links to missing pages: {broken}. Fix: link pages that exist."
     pages = sorted(set(links))
     assert len(pages) >= 4, f"README.md links to {len(pages)} docs/*.md pages ({pages}). Fix: at least 4."
+
+
+def test_a_documented_command_line_gets_its_commands_own_checks():
+    # Lines that absl's parser accepts but the commands refuse (their check_flag_values), on a page of their own.
+    lines = {
+        "tft-translate --model_dir=runs/multi30k --beam_size=0": "--beam_size",
+        "tft-evaluate --hypotheses=hypotheses.de --language=de": "--references: missing",
+        "tft-export --model_dir=runs/multi30k --export_dir=exports --checkpoint=best --average_last=2": "--average_last",
+        "tft-train --model_dir=runs/x --dataset=multi30k --override=num_heads=0": "num_heads",
+        "tft-build-vocab --dataset=multi30k": "--output_dir is required",
+    }
+    issues = check_pages({"page.md": list(enumerate(lines, 1))})["page.md"]
+    for number, (line, message) in enumerate(lines.items(), 1):
+        assert any(issue.startswith(f"page.md:{number}: ") and message in issue for issue in issues), (line, issues)

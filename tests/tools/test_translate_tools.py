@@ -362,6 +362,58 @@ def test_export_takes_its_settings_from_decoding_json(
     assert [score for *_, score in served] != pytest.approx([score for *_, score in other], abs=2e-4)
 
 
+def test_checkpoint_flag_gives_that_checkpoints_weights_not_the_latest(model_dir, corpus, tmp_path):
+    """tft-translate, tft-evaluate and tft-export --checkpoint=ckpt-2 use step 2's weights, though step 4's are the
+    latest."""
+    from tf_transformer.checkpoints import load_translation_model
+    from tf_transformer.decoding.text import format_results, translate_texts
+    from tf_transformer.evaluation.bleu import score_translations
+
+    older = model_dir / "checkpoints" / "ckpt-2"
+    sources, references = (corpus[name].read_text(encoding="utf-8").splitlines() for name in ("valid_en", "valid_de"))
+    # 20 tokens without repeats: long enough for the 4-step model's two checkpoints to translate some sentences
+    # differently (at 8 tokens both repeat one piece), so that the BLEU and chrF of tft-evaluate tell them apart.
+    flags = ["--n_best=2", "--max_decode_length=20", "--no_repeat_ngram_size=1"]
+    settings = DecodingSettings(n_best=2, max_decode_length=20, no_repeat_ngram_size=1)
+    results = {}
+    for checkpoint in (older, None):
+        model, tokenizer, _ = load_translation_model(model_dir, checkpoint)
+        results[checkpoint] = translate_texts(model, tokenizer, sources, settings)
+    expected, latest = (
+        [(line.rsplit(" ||| ", 1)[0], float(line.rsplit(" ||| ", 1)[1])) for line in format_results(r, scored=True)]
+        for r in (results[older], results[None])
+    )
+    scores = {c: score_translations([h[0][0] for h in results[c]], references) for c in results}
+    assert (scores[older]["bleu"], scores[older]["chrf"]) != (scores[None]["bleu"], scores[None]["chrf"])
+
+    translated = run("translate.py", f"--model_dir={model_dir}", f"--checkpoint={older}", *flags,
+                     f"--input={corpus['valid_en']}")  # fmt: skip
+    assert translated.returncode == 0, translated.stderr[-3000:]
+    served = [(line.rsplit(" ||| ", 1)[0], float(line.rsplit(" ||| ", 1)[1])) for line in translated.stdout[:-1].split("\n")]
+    assert [text for text, _ in served] == [text for text, _ in expected]
+    assert [score for _, score in served] == pytest.approx([score for _, score in expected], abs=2e-4)
+    assert [score for _, score in served] != pytest.approx([score for _, score in latest], abs=2e-4)
+
+    evaluated = run("evaluate.py", f"--model_dir={model_dir}", f"--checkpoint={older}", *flags[1:],
+                    f"--sources={corpus['valid_en']}", f"--references={corpus['valid_de']}")  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    evaluation = json.loads(evaluated.stdout)
+    for key in ("bleu", "chrf", "hypothesis_tokens"):
+        assert evaluation[key] == pytest.approx(scores[older][key], abs=1e-6), key
+
+    # tft-export: the export's variables are among step 2's (the checkpoint also holds the optimizer's).
+    exported = run("export.py", f"--model_dir={model_dir}", f"--checkpoint={older}", f"--export_dir={tmp_path}")
+    assert exported.returncode == 0, exported.stderr[-3000:]
+
+    def arrays(path):  # the float32 ones: the weights (and the moments); not the object graph or the step
+        reader = tf.train.load_checkpoint(str(path))
+        values = (reader.get_tensor(name) for name in reader.get_variable_to_shape_map())
+        return {value.tobytes() for value in values if getattr(value, "dtype", None) == np.float32}
+
+    weights = arrays(tmp_path / "1" / "variables" / "variables")
+    assert weights <= arrays(older) and not weights <= arrays(model_dir / "checkpoints" / "ckpt-4")
+
+
 def test_evaluate_tunes_the_length_penalty_on_val_into_decoding_json(model_dir, corpus, tmp_path):
     from sacrebleu.metrics import BLEU
 
@@ -560,10 +612,23 @@ def test_train_lowercase_makes_a_model_that_folds_case_in_and_writes_lowercase_o
         "--dataset=files", f"--train_source={corpus['train_en']}", f"--train_target={corpus['train_de']}",
         f"--valid_source={corpus['valid_en']}", f"--valid_target={corpus['valid_de']}", f"--model_dir={path}",
         "--vocab_size=400", "--batch_tokens=512", "--seed=1", "--validation_batches=1", "--train_steps=2",
-        "--lowercase",
+        "--lowercase", "--bleu_every=2", "--bleu_sentences=4", "--mixed_precision=float32",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads((path / "data_config.json").read_text())["lowercase"] is True
+    # Its validation BLEU and chrF are on lowercased text: the model's greedy translations (as the trainer makes
+    # them, here in float32 as the run) scored so (best.json's signatures say case:lc; cased, they say case:mixed).
+    from tf_transformer.checkpoints import load_translation_model
+    from tf_transformer.decoding.text import TextTranslator
+    from tf_transformer.evaluation.bleu import score_translations
+
+    model, tokenizer, _ = load_translation_model(path)
+    pairs = [corpus[name].read_text(encoding="utf-8").splitlines()[:4] for name in ("valid_en", "valid_de")]
+    hypotheses = [best[0][0] for best in TextTranslator(model, tokenizer, DecodingSettings(method="greedy"))(pairs[0])]
+    folded = score_translations(hypotheses, pairs[1], lowercase=True)
+    best = json.loads((path / "best" / "best.json").read_text())
+    assert "|case:lc|" in best["bleu_signature"] and "|case:lc|" in best["chrf_signature"] and best["step"] == 2
+    assert (best["bleu"], best["chrf"]) == pytest.approx((folded["bleu"], folded["chrf"]), abs=1e-4)
     cased = [line for line in sources if line.strip()]
     assert any(line != line.lower() for line in cased)  # the test has capitals to fold
     # One call: the sentences as they are, lowercased, and uppercased.

@@ -99,6 +99,9 @@ def test_mixed_bfloat16_training_reaches_the_float32_validation_loss(tmp_path, s
     # with oneDNN on and off; the two-layer model of benchmarks/NOTES.md entry 15 was within 0.001 of float32
     # natively (AVX-512 BF16) and emulated. The tolerance is 20x the larger.
     assert abs(bfloat16 - float32) < 0.02, (bfloat16, float32)
+    # ... and it did compute in bf16: same seed, data and deterministic kernels give two float32 runs the same
+    # weights (a run whose dtype policy is never set trains in float32 and fails here).
+    assert runs["mixed_bfloat16"].weights_digest != runs["float32"].weights_digest
     vocab_size = json.loads((tmp_path / "float32" / "config.json").read_text())["vocab_size"]
     assert bfloat16 < math.log(vocab_size) - 0.3  # both learned: chance is ln(vocab_size)
     assert json.loads((tmp_path / "mixed_bfloat16" / "train_config.json").read_text())["mixed_precision"] == (

@@ -11,7 +11,9 @@ from absl import flags
 
 from tf_transformer.checkpoint_files import check_latest_checkpoint
 from tf_transformer.cli import check_weights_flags
-from tf_transformer.decoding.settings import DEFAULTS, METHODS, DecodingSettings, command_settings, describe
+from tf_transformer.decoding.settings import (
+    DEFAULTS, METHODS, DecodingSettings, check_settings, command_settings, describe,
+)  # fmt: skip
 from tf_transformer.model_dir import check_model_dir
 from tf_transformer.quantization import MODES as QUANTIZE_MODES
 
@@ -58,6 +60,16 @@ def check_checkpoint_flags() -> None:
     check_weights_flags(CHECKPOINT.value, AVERAGE_LAST.value)
 
 
+def check_flag_values() -> None:
+    """The checkpoint and decoding flags' own checks (no file read), for the binaries' check_flag_values."""
+    check_checkpoint_flags()
+    check_settings(_given(), prefix="--")
+
+
+def _given() -> dict:
+    return {name: flag.value for name, flag in _SETTING_FLAGS.items() if flags.FLAGS[flag.name].present}
+
+
 def settings(model_dir: str, **others) -> DecodingSettings:
     """The checked decoding settings for `model_dir` (flags given, else its decoding.json, else the defaults),
     with `others` (settings only flags give, e.g. n_best), logged in one line that says where each came from.
@@ -65,8 +77,7 @@ def settings(model_dir: str, **others) -> DecodingSettings:
     with a missing file (when it is the one used) stops the command before anything heavy runs."""
     check_checkpoint_flags()
     check_model_dir(model_dir)
-    given = {name: flag.value for name, flag in _SETTING_FLAGS.items() if flags.FLAGS[flag.name].present}
-    value, sources = command_settings(given, model_dir, checkpoint_given=CHECKPOINT.value is not None, **others)
+    value, sources = command_settings(_given(), model_dir, checkpoint_given=CHECKPOINT.value is not None, **others)
     check_latest_checkpoint(model_dir, CHECKPOINT.value, value.average_last)  # refused here, not after TF's start
     logging.getLogger("tf_transformer").info(describe(value.json_settings(), sources))
     return value

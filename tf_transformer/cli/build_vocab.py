@@ -87,12 +87,18 @@ def data_config_from_flags() -> DataConfig:
 def check_flags() -> DataConfig:
     """The data config of the flags, and with --dataset=files its two files read and checked (missing, empty,
     not UTF-8, misaligned), before TensorFlow starts; building the vocabulary does not read them again."""
-    if not _OUTPUT_DIR.value:
-        raise app.UsageError("--output_dir is required.")
-    data_config = data_config_from_flags()
+    data_config = check_flag_values()
     if data_config.dataset == "files" and data_config.train_source and data_config.train_target:
         inspect_parallel_files(data_config.train_source, data_config.train_target, "--train_source", "--train_target")
     return data_config
+
+
+def check_flag_values() -> DataConfig:
+    """The data config of the flags, which checks its values: check_flags' first step, and tests/test_docs.py's
+    on documented lines."""
+    if not _OUTPUT_DIR.value:
+        raise app.UsageError("--output_dir is required.")
+    return data_config_from_flags()
 
 
 def main(argv, data_config: DataConfig):

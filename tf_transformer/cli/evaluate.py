@@ -67,7 +67,7 @@ def translate_sources(decoding):
 
 
 def tune_flags():
-    """--tune_on's flags checked: (the length penalties to try, the decoding settings)."""
+    """--tune_on's flags checked: the length penalties to try."""
     scoring_only = (_REFERENCES, _HYPOTHESES, _SOURCES, _LANGUAGE, _LOWERCASE)
     if _MODEL_DIR.value is None or any(flag.value is not None for flag in scoring_only):
         raise ValueError(
@@ -85,7 +85,7 @@ def tune_flags():
             "--tune_length_penalties: expected numbers such as 1.0,1.5,2.0, got "
             f"{','.join(_TUNE_LENGTH_PENALTIES.value)!r}."
         ) from None
-    return penalties, decoding_flags.settings(_MODEL_DIR.value, method="beam")
+    return penalties
 
 
 def tune(penalties, decoding):
@@ -121,6 +121,17 @@ def scoring_flags():
     """Scoring's flags checked: (whether a model translates the sources, its decoding settings or None, whether to
     score lowercased: --lowercase, else with --model_dir whether the model lowercases, else None: cased, with a
     warning where the text says otherwise)."""
+    check_scoring_flag_values()
+    with_model = _MODEL_DIR.value is not None or _SOURCES.value is not None
+    decoding = decoding_flags.settings(_MODEL_DIR.value) if with_model else None
+    lowercase = _LOWERCASE.value
+    if lowercase is None and with_model:  # read here: a bad data_config.json stops the command before TensorFlow
+        lowercase = model_lowercases(_MODEL_DIR.value)
+    return with_model, decoding, lowercase
+
+
+def check_scoring_flag_values():
+    """Scoring's flags that go together, and the language."""
     if _REFERENCES.value is None:
         raise ValueError("--references: missing. Fix: pass the reference translations (or --tune_on=val).")
     with_model = _MODEL_DIR.value is not None or _SOURCES.value is not None
@@ -133,17 +144,23 @@ def scoring_flags():
     from tf_transformer.evaluation.bleu import check_language  # sacrebleu only, no TensorFlow
 
     check_language(_LANGUAGE.value)
-    decoding = decoding_flags.settings(_MODEL_DIR.value) if with_model else None
-    lowercase = _LOWERCASE.value
-    if lowercase is None and with_model:  # read here: a bad data_config.json stops the command before TensorFlow
-        lowercase = model_lowercases(_MODEL_DIR.value)
-    return with_model, decoding, lowercase
 
 
 def check_flags():
     """The flags and the model directory's decoding settings, checked before TensorFlow starts and any file or model
     is read: `tune_flags()` with --tune_on, else `scoring_flags()`."""
-    return tune_flags() if _TUNE_ON.value is not None else scoring_flags()
+    if _TUNE_ON.value is None:
+        return scoring_flags()
+    return tune_flags(), decoding_flags.settings(_MODEL_DIR.value, method="beam")
+
+
+def check_flag_values():
+    """The flags' own checks (no file read): check_flags runs them first, tests/test_docs.py on documented lines."""
+    if _TUNE_ON.value is None:
+        check_scoring_flag_values()
+    else:
+        tune_flags()
+    decoding_flags.check_flag_values()
 
 
 def main(argv, checked):

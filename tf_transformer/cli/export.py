@@ -24,7 +24,7 @@ from absl import flags
 
 from tf_transformer.checkpoint_files import check_latest_checkpoint
 from tf_transformer.cli import check_weights_flags, exit_on, run_binary
-from tf_transformer.decoding.settings import DEFAULTS, DecodingSettings, describe, resolve_settings
+from tf_transformer.decoding.settings import DEFAULTS, DecodingSettings, check_settings, describe, resolve_settings
 from tf_transformer.model_dir import check_model_dir
 from tf_transformer.quantization import MODES as QUANTIZE_MODES
 
@@ -64,15 +64,24 @@ _NO_REPEAT_NGRAM_SIZE = flags.DEFINE_integer(
 def check_flags():
     """The flags and the model directory's decoding settings, checked before TensorFlow starts and the model is
     read: (settings, where each came from)."""
-    check_weights_flags(_CHECKPOINT.value, _AVERAGE_LAST.value)
+    check_flag_values()
     check_model_dir(_MODEL_DIR.value)
-    setting_flags = (_BEAM_SIZE, _LENGTH_PENALTY, _AVERAGE_LAST, _NO_REPEAT_NGRAM_SIZE, _MAX_DECODE_LENGTH)
-    given = {flag.name: flag.value for flag in setting_flags if flag.present}
-    decoding, sources = resolve_settings(given, _MODEL_DIR.value, checkpoint_given=_CHECKPOINT.value is not None)
+    decoding, sources = resolve_settings(_given(), _MODEL_DIR.value, checkpoint_given=_CHECKPOINT.value is not None)
     check_latest_checkpoint(_MODEL_DIR.value, _CHECKPOINT.value, decoding["average_last"])
     del decoding["method"], sources["method"]  # an export is beam search
     n_best = decoding["beam_size"] if _N_BEST.value is None else _N_BEST.value
     return DecodingSettings(**decoding, n_best=n_best), (decoding, sources)
+
+
+def check_flag_values():
+    """The flags' own checks (no file read): check_flags runs them first, tests/test_docs.py on documented lines."""
+    check_weights_flags(_CHECKPOINT.value, _AVERAGE_LAST.value)
+    check_settings(_given(), prefix="--")
+
+
+def _given() -> dict:
+    setting_flags = (_BEAM_SIZE, _LENGTH_PENALTY, _AVERAGE_LAST, _NO_REPEAT_NGRAM_SIZE, _MAX_DECODE_LENGTH)
+    return {flag.name: flag.value for flag in setting_flags if flag.present}
 
 
 def main(argv, checked):

@@ -46,7 +46,15 @@ def indexes(flag):
 def check_flags():
     """The flags and the model directory's decoding settings, checked before TensorFlow starts: (layers, heads,
     settings)."""
+    check_flag_values()
     return indexes(_LAYERS), indexes(_HEADS), decoding_flags.settings(_MODEL_DIR.value)
+
+
+def check_flag_values():
+    """The flags' own checks (no file read): check_flags runs them first, tests/test_docs.py on documented lines."""
+    indexes(_LAYERS)
+    indexes(_HEADS)
+    decoding_flags.check_flag_values()
 
 
 def main(argv, checked):

@@ -171,13 +171,18 @@ def check_flags():
     --init_from, whose defaults come from the source model directory, read in `main`. With --dataset=files the
     files are read and checked here too (missing, empty, not UTF-8, misaligned: refused in a second); the
     training then does not read them again."""
-    checked = None if _INIT_FROM.value is not None else configs()
+    checked = check_flag_values()
     if (checked[1].dataset if checked else _DATASET.value) == "files":
         for split, (source, target) in {"train": (_TRAIN_SOURCE, _TRAIN_TARGET),
                                         "valid": (_VALID_SOURCE, _VALID_TARGET)}.items():  # fmt: skip
             if source.value is not None and target.value is not None:
                 inspect_parallel_files(source.value, target.value, f"--{split}_source", f"--{split}_target")
     return checked
+
+
+def check_flag_values():
+    """The configs of the flags (None with --init_from): check_flags' first step, and tests/test_docs.py's."""
+    return None if _INIT_FROM.value is not None else configs()
 
 
 def main(argv, checked):

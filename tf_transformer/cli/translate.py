@@ -85,8 +85,9 @@ _EXPORT_SETTINGS = (
 )  # fmt: skip
 
 
-def check_model_flags():
-    """One of --model_dir and --saved_model; with --saved_model, none of the settings fixed in the export."""
+def check_flag_values():
+    """The flags' own checks (no file read): one of --model_dir and --saved_model; with --saved_model, none of the
+    settings fixed in the export. check_flags runs them first, tests/test_docs.py on documented lines."""
     if (_MODEL_DIR.value is None) == (_SAVED_MODEL.value is None):
         raise ValueError("give one of --model_dir (a trained model directory) and --saved_model (an export).")
     if _SAVED_MODEL.value is not None:
@@ -103,13 +104,13 @@ def check_model_flags():
         )
     if _ALIGNMENT_LAYER.value is not None and not _WITH_ALIGNMENTS.value:
         raise ValueError("--alignment_layer: only with --with_alignments. Fix: add --with_alignments, or leave it out.")
-    decoding_flags.check_checkpoint_flags()
+    decoding_flags.check_flag_values()
 
 
 def check_flags():
     """The flags, the model directory's decoding settings and the input, checked and read before TensorFlow starts:
     (the settings (None with --saved_model), the sentences, the target prefixes or None)."""
-    check_model_flags()
+    check_flag_values()
     decoding = None if _MODEL_DIR.value is None else decoding_flags.settings(_MODEL_DIR.value, n_best=_N_BEST.value)
     sentences = read_sentences(_INPUT.value, "--input")
     prefixes = None
