@@ -11,7 +11,14 @@ from absl import flags
 
 from tf_transformer.checkpoint_files import check_latest_checkpoint
 from tf_transformer.cli import check_weights_flags
-from tf_transformer.decoding.settings import DEFAULTS, METHODS, DecodingSettings, command_settings, describe
+from tf_transformer.decoding.settings import (
+    DEFAULTS,
+    JSON_SETTINGS,
+    METHODS,
+    DecodingSettings,
+    command_settings,
+    describe,
+)
 from tf_transformer.model_dir import check_model_dir
 from tf_transformer.quantization import MODES as QUANTIZE_MODES
 
@@ -46,11 +53,6 @@ NO_REPEAT_NGRAM_SIZE = flags.DEFINE_integer(
     f"Forbid any repeated N-gram of output pieces; 0: off (default: decoding.json's, else "
     f"{DEFAULTS['no_repeat_ngram_size']}).",
 )  # fmt: skip
-# Flag -> decoding.json key.
-_SETTING_FLAGS = {
-    "beam_size": BEAM_SIZE, "length_penalty": LENGTH_PENALTY, "method": METHOD, "average_last": AVERAGE_LAST,
-    "no_repeat_ngram_size": NO_REPEAT_NGRAM_SIZE, "max_decode_length": MAX_DECODE_LENGTH,
-}  # fmt: skip
 
 
 def check_checkpoint_flags() -> None:
@@ -65,7 +67,8 @@ def settings(model_dir: str, **others) -> DecodingSettings:
     with a missing file (when it is the one used) stops the command before anything heavy runs."""
     check_checkpoint_flags()
     check_model_dir(model_dir)
-    given = {name: flag.value for name, flag in _SETTING_FLAGS.items() if flags.FLAGS[flag.name].present}
+    # Each decoding.json key has the flag of its name.
+    given = {name: flags.FLAGS[name].value for name in JSON_SETTINGS if flags.FLAGS[name].present}
     value, sources = command_settings(given, model_dir, checkpoint_given=CHECKPOINT.value is not None, **others)
     check_latest_checkpoint(model_dir, CHECKPOINT.value, value.average_last)  # refused here, not after TF's start
     logging.getLogger("tf_transformer").info(describe(value.json_settings(), sources))

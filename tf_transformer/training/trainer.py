@@ -20,9 +20,10 @@ import tensorflow as tf
 from tf_transformer import _keras_internals
 from tf_transformer import data as data_lib
 from tf_transformer.checkpoints import restore_newest_readable
-from tf_transformer.config import DECODE_FIELDS, ConfigError, TransformerConfig
+from tf_transformer.config import MOVED_FIELDS, ConfigError, TransformerConfig
+from tf_transformer.data.config import DataConfig
 from tf_transformer.data.vocab import TOKENIZER_JSON
-from tf_transformer.decoding.settings import DecodingSettings, update_decoding_json
+from tf_transformer.decoding.settings import COMMAND_DEFAULTS, DecodingSettings, require_settings, update_decoding_json
 from tf_transformer.decoding.text import TextTranslator
 from tf_transformer.model_dir import (
     BEST_DIR,
@@ -52,7 +53,8 @@ from tf_transformer.training.callbacks import (
 )
 from tf_transformer.training.metrics import MaskedAccuracy, TokenCount
 from tf_transformer.training.multi_worker import cluster_role, fit_multi_worker, wait_for_file
-from tf_transformer.training.optimizer import make_loss, make_optimizer
+from tf_transformer.training.losses import MaskedCrossEntropy
+from tf_transformer.training.optimizer import make_optimizer
 from tf_transformer.training.precision import resolve_precision, restores_dtype_policy
 from tf_transformer.training.resume_state import KEY as RESUME_STATE_KEY
 from tf_transformer.training.resume_state import ResumeState
@@ -62,15 +64,10 @@ from tf_transformer.training.validation_bleu import ValidationBleu
 
 logger = logging.getLogger("tf_transformer")
 
-# Model-config fields a restart may change: the vocabulary size is resolved from the built vocabulary,
-# training hyperparameters (e.g. a lower learning rate after a divergence) do not change the weights' shapes,
-# and the decoding settings (decoding.json's) do not touch training.
-RESUMABLE_CHANGES = (
-    "vocab_size", "target_vocab_size", "dropout", "dropout_by_epochs", "dropout_rule_parameters",
-    "initial_dropout", "initial_dropout_fraction",
-    "attention_dropout", "activation_dropout", "label_smoothing", "subword_nbest_size", "subword_alpha",
-    "warmup_steps", "learning_rate_scale", *DECODE_FIELDS,
-)  # fmt: skip
+# Model-config fields a restart may change: those that shape no weight, and the vocabulary sizes, resolved from the
+# built vocabulary. A config.json of release 0.1 also holds the settings that moved to their owners (MOVED_FIELDS),
+# which a restart may change there (TrainConfig: all; DataConfig.SUBWORD_FIELDS; decoding.json).
+RESUMABLE_CHANGES = (*TransformerConfig.CHANGEABLE_FIELDS, "vocab_size", "target_vocab_size", *MOVED_FIELDS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,7 +236,12 @@ class _Restored:
 
 @restores_dtype_policy  # the model is built under the run's policy; the caller's global policy comes back
 @_restores_op_determinism
-def train(model_config: TransformerConfig, data_config, train_config: TrainConfig) -> TrainResult:
+def train(
+    model_config: TransformerConfig,
+    data_config,
+    train_config: TrainConfig,
+    decoding: DecodingSettings = COMMAND_DEFAULTS,
+) -> TrainResult:
     """Trains (or resumes training) a `Transformer` as `train_config` says; the one entry of `tft-train`.
 
     Order matters for "nothing is lost and nothing looks valid by mistake": the data is read and checked,
@@ -254,7 +256,9 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
     Args:
         model_config: the model; its vocabulary size is replaced by the subword vocabulary's.
         data_config: a `tf_transformer.data.DataConfig`.
-        train_config: steps, checkpoints, devices, precision.
+        train_config: the schedule, label smoothing, dropout rule, steps, checkpoints, devices, precision.
+        decoding: the settings written into the model directory's decoding.json (`update_decoding_json`), the
+            defaults of tft-translate, tft-evaluate and tft-export.
 
     Returns:
         A `TrainResult`.
@@ -269,11 +273,12 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
             and a checkpoint was saved at that step.
         PeerWorkerLost: (multi_worker_mirrored) another worker died; the last checkpoint is kept.
     """
+    require_settings(decoding)
     run = _start(data_config, train_config)
     data = _prepare_data(run, model_config)
     restored = _build_or_restore(run, data)
     if run.is_chief:
-        _write_run_files(run, data, restored)
+        _write_run_files(run, data, restored, decoding)
     state = restored.state
     if state.start_step >= train_config.train_steps:
         logger.info("Already trained %d of %d steps: nothing to do.", state.start_step, train_config.train_steps)
@@ -346,10 +351,12 @@ def _build_or_restore(run: _Run, data: _Data) -> _Restored:
     or initialized from a fine-tuning source, or fresh; and the time budget's plan for this start."""
     config, train_config = data.model_config, run.train_config
     with run.strategy.scope():
-        model = _build_model(config)
+        model = _build_model(config, train_config)
         # Time-limited runs fit their learning rate to the steps the limit holds (training/budget.py).
-        optimizer = make_optimizer(config, budget=train_config.fits_budget)
-        loss = make_loss(config)
+        optimizer = make_optimizer(
+            config.d_model, train_config.warmup_steps, train_config.learning_rate_scale, budget=train_config.fits_budget
+        )
+        loss = MaskedCrossEntropy(train_config.label_smoothing, pad_id=config.pad_id)
         if not run.multi_worker:
             metrics = [MaskedAccuracy(config.pad_id), TokenCount(config.pad_id)]
             model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=train_config.jit_compile)
@@ -365,7 +372,7 @@ def _build_or_restore(run: _Run, data: _Data) -> _Restored:
     previous_train_config = saved_values(run.model_dir / TRAIN_CONFIG_FILE)
     initialized_from = previous_train_config.get(INITIALIZED_FROM)  # a resumed fine-tuning run keeps its record
     if restored is None and data.init_source is not None:
-        initialized_from = _initialize_from(model, data)
+        initialized_from = _initialize_from(model, data, train_config)
     start_step = int(optimizer.iterations.numpy())
     # The input position and dropout states: a resumed run trains on the batches the uninterrupted one would.
     resume_state = ResumeState(model, batches_per_step=run.replicas if run.multi_worker else 1)
@@ -376,14 +383,14 @@ def _build_or_restore(run: _Run, data: _Data) -> _Restored:
     if train_config.fits_budget:  # a restart continues or follows the last plan
         plan = budget_lib.plan_for_start(
             budget_lib.plan_in(previous_train_config), start_step, train_config.time_limit_minutes,
-            train_config.budget_decay_fraction, rewarm_steps=max(config.warmup_steps // 4, 1),
+            train_config.budget_decay_fraction, rewarm_steps=max(train_config.warmup_steps // 4, 1),
             train_steps=train_config.train_steps,
         )  # fmt: skip
     state = TrainingState(model, optimizer, loss, checkpoint, manager, resume_state, start_step)
     return _Restored(state, initialized_from, plan)
 
 
-def _initialize_from(model, data: _Data) -> dict:
+def _initialize_from(model, data: _Data, train_config: TrainConfig) -> dict:
     """Loads a fine-tuning source's weights into `model`; returns the run's record of it (train_config.json's).
 
     The weights only: Adam's moments, the step (0), the input position and dropout states start afresh.
@@ -393,22 +400,22 @@ def _initialize_from(model, data: _Data) -> dict:
     logger.info(
         "Fine-tuning from %s (step %s of %s): its weights and vocabulary, a fresh optimizer from step 0, "
         "warmup_steps=%d, learning_rate_scale=%g (peak learning rate %.3g).",
-        source.checkpoint, source.step, source.model_dir, config.warmup_steps, config.learning_rate_scale,
-        fine_tuning.peak_learning_rate(config),
+        source.checkpoint, source.step, source.model_dir, train_config.warmup_steps, train_config.learning_rate_scale,
+        fine_tuning.peak_learning_rate(config.d_model, train_config.warmup_steps, train_config.learning_rate_scale),
     )  # fmt: skip
     return source.record()
 
 
-def _write_run_files(run: _Run, data: _Data, restored: _Restored) -> None:
+def _write_run_files(run: _Run, data: _Data, restored: _Restored, decoding: DecodingSettings) -> None:
     """The chief's record of the run in model_dir, before the first checkpoint: decoding.json, the resolved configs
-    (the budget's plan in train_config.json) and the data report."""
+    (the budget's plan and the decoding settings given in train_config.json) and the data report."""
     model_dir = run.model_dir
-    update_decoding_json(model_dir, data.model_config)  # before config.json, which it compares with
+    update_decoding_json(model_dir, decoding)  # before train_config.json, whose record it compares with
     data.model_config.to_json(model_dir / CONFIG_FILE)
     run.data_config.to_json(model_dir / DATA_CONFIG_FILE)
     run.train_config.to_json(
         model_dir / TRAIN_CONFIG_FILE, precision=run.precision, initialized_from=restored.initialized_from,
-        budget=None if restored.plan is None else restored.plan.to_dict(),
+        budget=None if restored.plan is None else restored.plan.to_dict(), decoding=decoding.json_settings(),
     )  # fmt: skip
     data.report.to_json(model_dir / DATA_REPORT_FILE)
 
@@ -476,7 +483,7 @@ def _fit_loop(run: _Run, data: _Data, restored: _Restored, bleu, stop_signals, s
     data_config, train_config, state = run.data_config, run.train_config, restored.state
     batch_multiple = math.lcm(data_config.batch_multiple, run.replicas)
     train_dataset = data_lib.make_dataset(
-        data_config, _training_tokenizer(data.tokenizer, data.model_config), "train", training=True,
+        data_config, _training_tokenizer(data.tokenizer, data_config), "train", training=True,
         corpus=data.train_corpus, batch_multiple=batch_multiple, skip_batches=skip,
     )  # fmt: skip
     valid_dataset = _validation_dataset(data_config, data.tokenizer, data.valid_corpus, train_config, batch_multiple)
@@ -489,14 +496,14 @@ def _fit_loop(run: _Run, data: _Data, restored: _Restored, bleu, stop_signals, s
     return _FitLoop(train_dataset, valid_dataset, bleu, stop_signals, deadline, run.started, budget)
 
 
-def _build_model(config: TransformerConfig) -> Transformer:
+def _build_model(config: TransformerConfig, train_config: TrainConfig) -> Transformer:
     """The run's model. When a budget may choose its dropout (`dropout_by_epochs`, `initial_dropout`) and the config's
     is 0, the dropout layers are built at the highest rate the budget may set, then set to 0: Keras gives a Dropout
     layer its random state only when it is created with a positive rate (with or without a budget, so that the
     checkpoints of one config hold the same random states)."""
-    highest = max((rate for _, rate in config.dropout_rule()), default=0.0)
-    if config.has_initial_dropout:
-        highest = max(highest, config.initial_dropout)
+    highest = max((rate for _, rate in train_config.dropout_rule()), default=0.0)
+    if train_config.has_initial_dropout:
+        highest = max(highest, train_config.initial_dropout)
     if config.dropout > 0 or highest == 0:
         return Transformer(config)
     model = Transformer(config.replace(dropout=highest))
@@ -506,7 +513,7 @@ def _build_model(config: TransformerConfig) -> Transformer:
 
 def _check_settings(model_config, data_config, train_config, multi_worker) -> None:
     model_dir = pathlib.Path(train_config.model_dir)
-    _check_same_run(model_dir, DATA_CONFIG_FILE, data_config)
+    _check_same_run(model_dir, DATA_CONFIG_FILE, data_config, ignore=DataConfig.SUBWORD_FIELDS)
     _check_same_run(model_dir, CONFIG_FILE, model_config, ignore=RESUMABLE_CHANGES)
     data_lib.check_special_ids(model_config)
     if data_config.max_length > model_config.max_length:
@@ -519,12 +526,6 @@ def _check_settings(model_config, data_config, train_config, multi_worker) -> No
             "bleu_every: validation BLEU during training is not supported with strategy=multi_worker_mirrored (its "
             "custom loop runs no Keras callbacks, and the chief decoding alone would stall the other workers). Fix: "
             "set --bleu_every=0 and score checkpoints afterwards with tft-evaluate --checkpoint=PATH."
-        )
-    if model_config.has_initial_dropout and not train_config.fits_budget:
-        raise ConfigError(
-            f"initial_dropout_fraction: {model_config.initial_dropout_fraction} of a budget plan's steps, but this run "
-            "has no plan. Fix: give --time_limit_minutes (or --budget_schedule=on with --train_steps; neither with "
-            "strategy=multi_worker_mirrored), or set initial_dropout_fraction=0."
         )
     if train_config.budget_schedule == "on" and multi_worker:
         raise ConfigError(
@@ -542,14 +543,14 @@ def _check_settings(model_config, data_config, train_config, multi_worker) -> No
             "bleu_every: validation BLEU needs a validation split. Fix: pass --valid_source=PATH and "
             "--valid_target=PATH, or set --bleu_every=0."
         )
-    if model_config.samples_subwords and (multi_worker or data_config.deterministic or train_config.deterministic):
+    if data_config.samples_subwords and (multi_worker or data_config.deterministic or train_config.deterministic):
         why = (
             "every worker of multi-worker training must make the same batches"
             if multi_worker
             else "deterministic batches must be the same on every run"
         )
         raise ConfigError(
-            f"subword_nbest_size: the model config samples subword segmentations ({model_config.subword_nbest_size}), "
+            f"subword_nbest_size: the data config samples subword segmentations ({data_config.subword_nbest_size}), "
             f"but {why}, and tf-text's sampling takes no seed. Fix: pass "
             "--override=subword_nbest_size=0, or leave out --deterministic / multi_worker_mirrored."
         )
@@ -640,18 +641,18 @@ def _vocabulary(data_config, vocab_dir: pathlib.Path, train_corpus, is_chief: bo
             signal.signal(number, signal.SIG_DFL if handler is None else handler)
 
 
-def _training_tokenizer(tokenizer, model_config):
-    """The tokenizer of the training batches: one that samples segmentations when the model config asks for subword
+def _training_tokenizer(tokenizer, data_config):
+    """The tokenizer of the training batches: one that samples segmentations when the data config asks for subword
     regularization (`subword_nbest_size`), else the vocabulary's one best cut. Validation always cuts the one best
     way. A resumed run skips as many batches as it trained on; with sampling those batches are cut anew, so it goes
     on at about, not exactly, the pair where it stopped."""
-    if not model_config.samples_subwords:
+    if not data_config.samples_subwords:
         return tokenizer
     logger.info(
         "Subword regularization: training pairs cut into a segmentation sampled from the %s best (alpha %g).",
-        model_config.subword_nbest_size if model_config.subword_nbest_size > 0 else "all", model_config.subword_alpha,
+        data_config.subword_nbest_size if data_config.subword_nbest_size > 0 else "all", data_config.subword_alpha,
     )  # fmt: skip
-    return tokenizer.sampling(model_config.subword_nbest_size, model_config.subword_alpha)
+    return tokenizer.sampling(data_config.subword_nbest_size, data_config.subword_alpha)
 
 
 def _validation_dataset(data_config, tokenizer, valid_corpus, train_config, batch_multiple=1):
