@@ -192,7 +192,8 @@ def test_subword_sampling_is_on_for_nbest_sizes_other_than_0_and_1(nbest_size, s
 def test_the_model_config_holds_what_shapes_or_computes_the_weights():
     # The fields a resumed or fine-tuning run may change are marked once, in the dataclass: the dropout rates.
     names = [field.name for field in dataclasses.fields(TransformerConfig)]
-    assert len(names) == 23 and TransformerConfig.CHANGEABLE_FIELDS == ("dropout", "attention_dropout", "activation_dropout")
+    assert len(names) == 23
+    assert TransformerConfig.CHANGEABLE_FIELDS == ("dropout", "attention_dropout", "activation_dropout")
     assert not set(names) & set(tft.config.MOVED_FIELDS)
 
 

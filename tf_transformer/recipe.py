@@ -189,9 +189,8 @@ def _check_keys(section: str, values: Mapping[str, Any]) -> None:
         if key not in _SECTION_KEYS[section]:
             close = difflib.get_close_matches(str(key), _SECTION_KEYS[section], n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(
-                f"{key}: not a {section} setting of a recipe.{hint} Fix: use one of {', '.join(_SECTION_KEYS[section])}."
-            )
+            known = ", ".join(_SECTION_KEYS[section])
+            raise ConfigError(f"{key}: not a {section} setting of a recipe.{hint} Fix: use one of {known}.")
 
 
 def _unknown_setting(name: str) -> str:
