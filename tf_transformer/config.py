@@ -363,8 +363,7 @@ class TransformerConfig(JsonConfig):
 
     @classmethod
     def from_preset(cls, name: str) -> "TransformerConfig":
-        """The model of `configs/<name>.json`, e.g. "tiny", "base", "big" or a Table 3 variation (the preset's other
-        settings: `tf_transformer.recipe.Recipe.load`)."""
+        """The model of the preset `configs/<name>.json` (the whole preset: `tf_transformer.recipe.Recipe.load`)."""
         return cls.from_json(preset_text(name))
 
     @classmethod

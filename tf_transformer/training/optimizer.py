@@ -12,17 +12,10 @@ from tf_transformer.training.schedule import BudgetSchedule, WarmupSchedule
 def make_optimizer(
     d_model: int, warmup_steps: int = 4000, learning_rate_scale: float = 1.0, budget: bool = False
 ) -> keras.optimizers.Adam:
-    """Adam with beta_1 = 0.9, beta_2 = 0.98, epsilon = 1e-9 and the paper's warmup schedule.
-
-    Args:
-        d_model: the model's width (`TransformerConfig.d_model`); with `warmup_steps` and `learning_rate_scale`
-            (a `TrainConfig`'s, or a recipe's `training`) it sets the `WarmupSchedule`.
-        budget: wrap the schedule in a `BudgetSchedule` (the trainer's time-limited runs), which is the same
-            schedule until its plan is set (`optimizer.budget_schedule`). Its variables are not part of
-            the optimizer's checkpoint.
-
-    Returns:
-        A new `keras.optimizers.Adam` (build one per model: an optimizer holds per-variable state).
+    """Adam with beta_1 = 0.9, beta_2 = 0.98, epsilon = 1e-9 and the paper's `WarmupSchedule` for a model of width
+    `d_model`, with a `TrainConfig`'s (or a recipe's) `warmup_steps` and `learning_rate_scale`. A new optimizer per
+    model (it holds per-variable state). `budget`: the schedule wrapped in a `BudgetSchedule` (the trainer's budget
+    plans), kept as `optimizer.budget_schedule`; the same schedule until its plan is set.
 
     Raises:
         TypeError: `d_model` is not an int (e.g. a whole config, as release 0.1 took).
