@@ -88,7 +88,7 @@ def make_model(tft, keras, bench, mode):
     config = tft.TransformerConfig(
         vocab_size=bench.VOCAB, d_model=bench.D_MODEL, num_heads=bench.NUM_HEADS, d_ff=bench.D_FF,
         num_encoder_layers=bench.ENC_LAYERS, num_decoder_layers=bench.DEC_LAYERS, dropout=bench.DROPOUT,
-        label_smoothing=0.0, max_length=bench.MAX_POS, norm_first=False,
+        max_length=bench.MAX_POS, norm_first=False,
     )  # fmt: skip
     model = tft.Transformer(config)
     model.build()

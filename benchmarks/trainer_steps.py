@@ -71,13 +71,15 @@ def main(argv=None):
     from tf_transformer import data as data_lib
     from tf_transformer.data.vocab import TOKENIZER_JSON
     from tf_transformer.training.metrics import MaskedAccuracy, TokenCount
-    from tf_transformer.training.optimizer import make_loss, make_optimizer
+    from tf_transformer.training.losses import MaskedCrossEntropy
+    from tf_transformer.training.optimizer import make_optimizer
     from tf_transformer.training.precision import resolve_precision
 
     policy, why = resolve_precision(args.mixed_precision)
     keras.config.set_dtype_policy(policy)
     keras.utils.set_random_seed(args.seed)
-    config = tft.TransformerConfig.load(args.config).with_overrides(args.override)
+    recipe = tft.Recipe.load(args.config).with_overrides(args.override)
+    config, training = recipe.model, recipe.training
     data_config = data_lib.DataConfig(
         dataset="multi30k",
         data_dir=args.data_dir,
@@ -100,9 +102,9 @@ def main(argv=None):
         # As `tft-train` compiles it (single worker): Adam with the warmup, the loss and the metrics.
         model = tft.Transformer(config)
         metrics = [MaskedAccuracy(config.pad_id), TokenCount(config.pad_id)]
-        model.compile(
-            optimizer=make_optimizer(config), loss=make_loss(config), metrics=metrics, jit_compile=args.jit_compile
-        )
+        optimizer = make_optimizer(config.d_model, training["warmup_steps"], training["learning_rate_scale"])
+        loss = MaskedCrossEntropy(training["label_smoothing"], pad_id=config.pad_id)
+        model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=args.jit_compile)
         return model
 
     model = compiled_model()

@@ -47,7 +47,9 @@ def main(argv=None):
 
     # 1. Data: aligned files or Multi30k, a SentencePiece vocabulary trained on them, and token-batched
     #    ((source_ids, target_input_ids), target_output_ids) batches.
-    config = tft.TransformerConfig.from_preset(args.preset).with_overrides(args.override)
+    # The preset's model and how it trains (its warmup, learning-rate scale, label smoothing).
+    recipe = tft.Recipe.load(args.preset).with_overrides(args.override)
+    config, training = recipe.model, recipe.training
     data = dict(
         vocab_size=args.vocab_size,
         vocab_max_sentences=args.vocab_sentences,
@@ -69,8 +71,8 @@ def main(argv=None):
     config = config.replace(vocab_size=tokenizer.vocab_size)
     model = tft.Transformer(config)
     model.compile(
-        optimizer=tft.make_optimizer(config),
-        loss=tft.MaskedCrossEntropy(label_smoothing=config.label_smoothing),
+        optimizer=tft.make_optimizer(config.d_model, training["warmup_steps"], training["learning_rate_scale"]),
+        loss=tft.MaskedCrossEntropy(label_smoothing=training["label_smoothing"]),
         metrics=[tft.MaskedAccuracy()],
     )
     # shuffle=False: make_dataset shuffles already (Keras cannot shuffle a tf.data.Dataset).

@@ -45,7 +45,7 @@ def model_dir(tmp_path_factory, multi30k_dir):
     # The trainer's checkpoint: model and optimizer (built with the model's trainable variables), numbered by step.
     model = tft.Transformer(config)
     model.build()
-    optimizer = make_optimizer(config)
+    optimizer = make_optimizer(config.d_model)
     optimizer.build(model.trainable_variables)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
     manager = tf.train.CheckpointManager(checkpoint, str(path / "checkpoints"), max_to_keep=5)
@@ -196,7 +196,7 @@ def trainer_checkpoint(config):
     """A fresh model and optimizer in the trainer's checkpoint layout."""
     model = tft.Transformer(config)
     model.build()
-    optimizer = make_optimizer(config)
+    optimizer = make_optimizer(config.d_model)
     optimizer.build(model.trainable_variables)
     return model, optimizer, tf.train.Checkpoint(model=model, optimizer=optimizer)
 

@@ -6,14 +6,16 @@ import json
 import pytest
 
 import tf_transformer as tft
-from tf_transformer import ConfigError, TransformerConfig
+from tf_transformer import ConfigError, Recipe, TransformerConfig
+from tf_transformer.data import DataConfig
+from tf_transformer.training import TrainConfig
 
 
 def test_defaults_are_the_papers_base_model():
-    config = TransformerConfig()
+    config, training = TransformerConfig(), TrainConfig(model_dir="run")
     assert (config.d_model, config.d_ff, config.num_heads) == (512, 2048, 8)
     assert (config.num_encoder_layers, config.num_decoder_layers) == (6, 6)
-    assert (config.dropout, config.label_smoothing, config.warmup_steps) == (0.1, 0.1, 4000)
+    assert (config.dropout, training.label_smoothing, training.warmup_steps) == (0.1, 0.1, 4000)
     assert config.key_dim == config.value_dim == 64
     assert config.pad_id == 0 and config.position_encoding == "sinusoidal" and not config.norm_first
 
@@ -37,7 +39,6 @@ def test_config_is_frozen():
         (dict(dropout=-0.1), "dropout", "[0, 1)"),
         (dict(attention_dropout=1.5), "attention_dropout", "[0, 1)"),
         (dict(activation_dropout=-0.1), "activation_dropout", "[0, 1)"),
-        (dict(label_smoothing=1.0), "label_smoothing", "[0, 1)"),
         (dict(position_encoding="rotary"), "position_encoding", "'sinusoidal', 'learned'"),
         (dict(activation="swish"), "activation", "'relu', 'gelu'"),
         (dict(attention_window=-2), "attention_window", "null for full attention"),
@@ -49,10 +50,6 @@ def test_config_is_frozen():
         (dict(d_k=0), "d_k", ">= 1"),
         (dict(d_model="512"), "d_model", "expected int"),
         (dict(share_embeddings="yes"), "share_embeddings", "expected bool"),
-        (dict(warmup_steps=0), "warmup_steps", "positive"),
-        (dict(subword_nbest_size=64, subword_alpha=0.0), "subword_alpha", "subword_nbest_size=0"),
-        (dict(subword_nbest_size=-1, subword_alpha=-0.5), "subword_alpha", "positive"),
-        (dict(subword_nbest_size=1.5), "subword_nbest_size", "expected int"),
     ],
 )
 def test_invalid_fields_name_the_field_and_the_fix(changes, field, fix):
@@ -61,6 +58,27 @@ def test_invalid_fields_name_the_field_and_the_fix(changes, field, fix):
     message = str(error.value)
     assert message.startswith(field + ":"), message
     assert fix in message and "Fix:" in message, message
+
+
+@pytest.mark.parametrize(
+    "owner, changes, field, fix",
+    [
+        ("training", dict(label_smoothing=1.0), "label_smoothing", "[0, 1)"),
+        ("training", dict(warmup_steps=0), "warmup_steps", "positive"),
+        ("data", dict(subword_nbest_size=64, subword_alpha=0.0), "subword_alpha", "subword_nbest_size=0"),
+        ("data", dict(subword_nbest_size=-1, subword_alpha=-0.5), "subword_alpha", "positive"),
+        ("data", dict(subword_nbest_size=1.5), "subword_nbest_size", "expected int"),
+    ],
+)
+def test_invalid_training_and_subword_settings_name_the_field_and_the_fix(owner, changes, field, fix):
+    # Release 0.1 kept them in the model config; their owners check them now.
+    for build in ((lambda: TrainConfig(model_dir="run", **changes)) if owner == "training" else
+                  (lambda: DataConfig(**changes)), lambda: Recipe().replace(**changes)):  # fmt: skip
+        with pytest.raises(ConfigError) as error:
+            build()
+        message = str(error.value)
+        assert message.startswith(field + ":"), message
+        assert fix in message and "Fix:" in message, message
 
 
 def test_explicit_head_widths_allow_any_d_model():
@@ -137,12 +155,14 @@ PAPER_TABLE3 = {  # the paper's Table 3 rows as config changes of the base model
 
 @pytest.mark.parametrize("name", sorted(PAPER_TABLE3))
 def test_presets_are_the_papers_variations(name):
-    expected = TransformerConfig.from_preset("base").replace(**PAPER_TABLE3[name])
-    assert TransformerConfig.from_preset(name) == expected
+    expected = Recipe.load("base").replace(**PAPER_TABLE3[name])
+    assert Recipe.load(name) == expected
+    assert TransformerConfig.from_preset(name) == expected.model
 
 
 def test_base_preset_is_the_default_and_tiny_is_small():
     assert TransformerConfig.from_preset("base") == TransformerConfig()
+    assert Recipe.load("base") == Recipe()  # the paper's training settings are TrainConfig's defaults
     tiny = TransformerConfig.from_preset("tiny")
     assert tiny.d_model <= 128 and tiny.num_encoder_layers <= 2
 
@@ -165,5 +185,28 @@ def test_load_takes_a_preset_name_or_a_json_path(tmp_path):
 @pytest.mark.parametrize("nbest_size, samples", [(0, False), (1, False), (64, True), (-1, True)])
 def test_subword_sampling_is_on_for_nbest_sizes_other_than_0_and_1(nbest_size, samples):
     # alpha does not matter (nor is it checked) while sampling is off
-    config = TransformerConfig(subword_nbest_size=nbest_size, subword_alpha=0.1 if samples else 0.0)
+    config = DataConfig(subword_nbest_size=nbest_size, subword_alpha=0.1 if samples else 0.0)
     assert config.samples_subwords is samples
+
+
+def test_the_model_config_holds_what_shapes_or_computes_the_weights():
+    # The fields a resumed or fine-tuning run may change are marked once, in the dataclass: the dropout rates.
+    names = [field.name for field in dataclasses.fields(TransformerConfig)]
+    assert len(names) == 23
+    assert TransformerConfig.CHANGEABLE_FIELDS == ("dropout", "attention_dropout", "activation_dropout")
+    assert not set(names) & set(tft.config.MOVED_FIELDS)
+
+
+def test_a_release_0_1_config_loads_and_a_moved_field_is_refused_where_it_is_set():
+    # A flat config of release 0.1 (config.json, a user's file, a .keras file's config): its moved settings set aside.
+    old = {**TransformerConfig(d_model=256).to_dict(), "warmup_steps": 2000, "label_smoothing": 0.2,
+           "subword_nbest_size": 64, "decode_beam_size": 6}  # fmt: skip
+    assert TransformerConfig.from_dict(old) == TransformerConfig(d_model=256)
+    with pytest.raises(ConfigError, match=r"d_modle: not a TransformerConfig field. Did you mean 'd_model'\?"):
+        TransformerConfig.from_dict({**old, "d_modle": 256})  # a genuinely unknown key is still refused
+    # Set as a model field, a moved setting is an error naming its owner (not silently dropped).
+    with pytest.raises(ConfigError, match="warmup_steps: not a TransformerConfig field: a training setting, kept by "
+                                          "TrainConfig. Fix: set it there"):  # fmt: skip
+        TransformerConfig().replace(warmup_steps=2000)
+    with pytest.raises(ConfigError, match="decode_beam_size: .* kept by decoding.json"):
+        TransformerConfig().with_overrides(["decode_beam_size=6"])

@@ -3,8 +3,8 @@
 import tf_transformer as tft
 config = tft.TransformerConfig.from_preset("base")
 model = tft.Transformer(config)
-model.compile(optimizer=tft.make_optimizer(config),
-              loss=tft.MaskedCrossEntropy(label_smoothing=config.label_smoothing),
+model.compile(optimizer=tft.make_optimizer(config.d_model, warmup_steps=4000),
+              loss=tft.MaskedCrossEntropy(label_smoothing=0.1),
               metrics=[tft.MaskedAccuracy()])
 """
 
@@ -26,6 +26,7 @@ _LAZY = {
     "ConfigError": "tf_transformer.config",
     "MaskedAccuracy": "tf_transformer.training",
     "MaskedCrossEntropy": "tf_transformer.training",
+    "Recipe": "tf_transformer.recipe",
     "SequenceClassifier": "tf_transformer.models",
     "Transformer": "tf_transformer.models",
     "TransformerConfig": "tf_transformer.config",
@@ -38,7 +39,6 @@ _LAZY = {
     "export": "tf_transformer.export",
     "layers": "tf_transformer.layers",
     "list_presets": "tf_transformer.config",
-    "make_loss": "tf_transformer.training",
     "make_optimizer": "tf_transformer.training",
     "models": "tf_transformer.models",
     "quantization": "tf_transformer.quantization",
@@ -51,6 +51,7 @@ __all__ = [
     "ConfigError",
     "MaskedAccuracy",
     "MaskedCrossEntropy",
+    "Recipe",
     "SequenceClassifier",
     "Transformer",
     "TransformerConfig",
@@ -62,7 +63,6 @@ __all__ = [
     "export",
     "layers",
     "list_presets",
-    "make_loss",
     "make_optimizer",
     "quantization",
     "visualization",

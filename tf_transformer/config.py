@@ -1,4 +1,5 @@
-"""`TransformerConfig`: the one object every model, pipeline, checkpoint and export is built from."""
+"""`TransformerConfig`: what shapes and computes a model's weights, the one object every model, checkpoint and export
+is built from; `JsonConfig`, the JSON in and out of the package's config dataclasses."""
 
 from __future__ import annotations
 
@@ -10,16 +11,23 @@ import pathlib
 from importlib import resources
 from typing import Any, Mapping, Optional, Sequence, Union
 
-from tf_transformer.decoding.settings import COMMAND_DEFAULTS, check_settings
+from tf_transformer.decoding.settings import CONFIG_FIELDS
 from tf_transformer.files import write_atomically
 
 POSITION_ENCODINGS = ("sinusoidal", "learned")
-# The fields of decoding.json (decoding.settings.CONFIG_FIELDS), not of the model.
-DECODE_FIELDS = (
-    "decode_beam_size", "decode_length_penalty", "decode_method", "decode_average_last", "decode_no_repeat_ngram_size",
-    "decode_max_decode_length",
-)  # fmt: skip
 ACTIVATIONS = ("relu", "gelu")
+# Release 0.1's model config also held these settings, which now live with the value that owns them (field ->
+# owner: `TrainConfig`, `DataConfig`, decoding.json; `tf_transformer.recipe` routes them). A config.json, .keras
+# file or flat config file of that release still loads: `TransformerConfig.from_dict` sets them aside.
+MOVED_FIELDS = {
+    **dict.fromkeys(
+        ("dropout_by_epochs", "dropout_rule_parameters", "initial_dropout", "initial_dropout_fraction",
+         "label_smoothing", "warmup_steps", "learning_rate_scale"),
+        "training",
+    ),
+    **dict.fromkeys(("subword_nbest_size", "subword_alpha"), "data"),
+    **dict.fromkeys(CONFIG_FIELDS, "decoding"),
+}  # fmt: skip
 
 
 class ConfigError(ValueError):
@@ -42,13 +50,22 @@ class JsonConfig:
         """Builds a config from a mapping; unknown keys are an error that suggests the nearest field."""
         if not isinstance(values, Mapping):
             raise ConfigError(f"a {cls.__name__} must be a JSON object (field -> value), got {type(values).__name__}.")
-        known = [field.name for field in dataclasses.fields(cls)]
-        for key in values:
-            if key not in known:
-                close = difflib.get_close_matches(str(key), known, n=1)
-                hint = f" Did you mean {close[0]!r}?" if close else ""
-                raise ConfigError(f"{key}: not a {cls.__name__} field.{hint} Fix: use one of {', '.join(known)}.")
+        cls._check_known(values)
         return cls(**values)
+
+    @classmethod
+    def _check_known(cls, names) -> None:
+        """A ConfigError for the first of `names` that is not a field, suggesting the nearest."""
+        known = [field.name for field in dataclasses.fields(cls)]
+        for name in names:
+            if name not in known:
+                raise ConfigError(cls._unknown_field(str(name), known))
+
+    @classmethod
+    def _unknown_field(cls, name: str, known: Sequence[str]) -> str:
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        return f"{name}: not a {cls.__name__} field.{hint} Fix: use one of {', '.join(known)}."
 
     def to_json(self, path: Union[str, os.PathLike, None] = None) -> str:
         """Returns the config as JSON text; with `path`, also writes it there (atomically)."""
@@ -77,6 +94,7 @@ class JsonConfig:
 
     def replace(self, **changes):
         """A copy with some fields changed, validated again."""
+        self._check_known(changes)
         return self.from_dict({**self.to_dict(), **changes})
 
     def with_overrides(self, overrides: Sequence[str]):
@@ -136,7 +154,9 @@ def unknown_option(name: str, value: Any, options: Sequence[str]) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class TransformerConfig(JsonConfig):
-    """Hyperparameters of a Transformer (Vaswani et al., 2017), validated on creation.
+    """Hyperparameters of a Transformer (Vaswani et al., 2017): what shapes or computes its weights, validated on
+    creation. How it trains (`TrainConfig`), how its data are cut into subwords (`DataConfig`) and how it is decoded
+    (decoding.json) live with those values; a preset holds all four (`tf_transformer.recipe.Recipe`).
 
     The defaults are the paper's base model with its 37,000-token shared vocabulary. A config is frozen:
     derive variants with `config.replace(field=value)` or `config.with_overrides(["field=value"])`,
@@ -153,47 +173,23 @@ class TransformerConfig(JsonConfig):
         d_k: width of each head's queries and keys; None means d_model / num_heads.
         d_v: width of each head's values; None means d_model / num_heads (Table 3 row B varies d_k only).
         num_encoder_layers, num_decoder_layers: N for each stack.
-        dropout: P_drop on every sublayer output and on the embedding + position sums.
-        dropout_by_epochs: None, or the dropout a run with a time budget (`budget_schedule`) trains with, chosen
-            from the epochs it predicts: "0:0.1,35:0.2" is 0.1 below 35 epochs and 0.2 from 35 on (pairs of
-            epochs:dropout, ascending, the first at 0). The choice replaces `dropout` once the run has predicted
-            its steps (train_config.json's "budget" records it); runs without a budget plan train at `dropout`.
-            An override of `dropout` alone (`with_overrides(["dropout=0.3"])`) turns the rule off: it trains at 0.3.
-        dropout_rule_parameters: None, or the `stack_parameters` of the model `dropout_by_epochs` was measured on:
-            the rule then reads a model's planned epochs times its own `stack_parameters` over this count, so that
-            a model with k times the weights reaches each threshold in 1/k the epochs (it overfits sooner:
-            docs/multi30k.md, issue 40). None: the rule reads the epochs as they are, whatever the model's size.
-        initial_dropout, initial_dropout_fraction: the first `initial_dropout_fraction` of a budget plan's steps
-            (its segment's, fixed when the plan first predicts its end) train at `initial_dropout`, the rest at the
-            dropout above (chosen or not): 0 then 0.1 is "late dropout", 0.1 then 0 "early dropout" (Liu et al.
-            2023, "Dropout Reduces Underfitting"). 0 (the default): the dropout from the start. Needs a budget plan
-            (`budget_schedule`, a time limit).
+        dropout: P_drop on every sublayer output and on the embedding + position sums (`TrainConfig`'s dropout rule
+            may choose it during a run).
         attention_dropout: dropout on the attention weights (0 in the paper).
         activation_dropout: dropout on the feed-forward's inner activations (0 in the paper).
-        label_smoothing: epsilon_ls of the training loss.
-        subword_nbest_size, subword_alpha: subword regularization (Kudo 2018): the training pairs are cut into
-            pieces sampled anew each time they are read, from the `subword_nbest_size` best segmentations of the
-            SentencePiece vocabulary (-1: all of them), with probabilities raised to `subword_alpha` (lower:
-            flatter, more varied). 0 (the default) cuts them the one best way, as validation, translation and
-            export always do. Needs a SentencePiece vocabulary, and neither `deterministic` batches nor
-            multi-worker training (tf-text's sampling takes no seed).
         max_length: the longest sequence (source or target, in tokens) the model accepts.
         position_encoding: "sinusoidal" (the paper) or "learned".
         norm_first: False for the paper's post-norm LayerNorm(x + Sublayer(x)), True for pre-norm.
         attention_window: None for full attention; an int r restricts self-attention to |i - j| <= r.
         layer_norm_epsilon: epsilon of every LayerNormalization.
         activation: the feed-forward non-linearity, "relu" (the paper) or "gelu".
-        warmup_steps: warmup of the learning-rate schedule.
-        learning_rate_scale: a constant multiplying the paper's learning-rate formula.
         pad_id: the padding token id; always 0 in this package.
         bos_id, eos_id: start and end of sequence token ids.
-        decode_beam_size, decode_length_penalty, decode_method, decode_average_last: how to decode this model
-            (defaults: `tf_transformer.decoding.settings.COMMAND_DEFAULTS`, the paper's beam and length penalty);
-        decode_no_repeat_ngram_size, decode_max_decode_length: the guards against loops (N: no repeated N-gram,
-            0: off; "Ax+B": at most A x the source length + B tokens, or N tokens; defaults as above).
-            `tft-train` writes them into the model directory's decoding.json, the defaults of `tft-translate`,
-            `tft-evaluate` and `tft-export`. They do not change the model or its training.
     """
+
+    # The fields that shape no weight: a resumed or fine-tuning run may change them (every other field must stay
+    # that of the weights it continues; the vocabulary sizes are resolved from the vocabulary, not changed).
+    CHANGEABLE_FIELDS = ("dropout", "attention_dropout", "activation_dropout")
 
     vocab_size: int = 37000
     target_vocab_size: Optional[int] = None
@@ -207,48 +203,47 @@ class TransformerConfig(JsonConfig):
     num_encoder_layers: int = 6
     num_decoder_layers: int = 6
     dropout: float = 0.1
-    dropout_by_epochs: Optional[str] = None
-    dropout_rule_parameters: Optional[int] = None
-    initial_dropout: float = 0.0
-    initial_dropout_fraction: float = 0.0
     attention_dropout: float = 0.0
     activation_dropout: float = 0.0
-    label_smoothing: float = 0.1
-    subword_nbest_size: int = 0
-    subword_alpha: float = 0.1
     max_length: int = 512
     position_encoding: str = "sinusoidal"
     norm_first: bool = False
     attention_window: Optional[int] = None
     layer_norm_epsilon: float = 1e-6
     activation: str = "relu"
-    warmup_steps: int = 4000
-    learning_rate_scale: float = 1.0
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
-    decode_beam_size: int = COMMAND_DEFAULTS.beam_size
-    decode_length_penalty: float = COMMAND_DEFAULTS.length_penalty
-    decode_method: str = COMMAND_DEFAULTS.method
-    decode_average_last: Optional[int] = COMMAND_DEFAULTS.average_last
-    decode_no_repeat_ngram_size: int = COMMAND_DEFAULTS.no_repeat_ngram_size
-    decode_max_decode_length: str = COMMAND_DEFAULTS.max_decode_length
 
     def __post_init__(self):
-        self._check_types()
+        self._check_field_types()
         self._check_values()
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "TransformerConfig":
+        """`JsonConfig.from_dict` of the model's fields, or of a recipe's "model" section (a preset). The settings
+        release 0.1 kept here (`MOVED_FIELDS`) are set aside: its config.json and .keras files load."""
+        if isinstance(values, Mapping):
+            if isinstance(values.get("model"), Mapping):
+                values = values["model"]
+            values = {key: value for key, value in values.items() if key not in MOVED_FIELDS}
+        return super().from_dict(values)
+
+    @classmethod
+    def _unknown_field(cls, name: str, known: Sequence[str]) -> str:
+        if name not in MOVED_FIELDS:
+            return super()._unknown_field(name, known)
+        owner = {"training": "TrainConfig", "data": "DataConfig", "decoding": "decoding.json"}[MOVED_FIELDS[name]]
+        return (
+            f"{name}: not a TransformerConfig field: a {MOVED_FIELDS[name]} setting, kept by {owner}. Fix: set it "
+            f"there, or in a recipe (tf_transformer.recipe.Recipe, tft-train --override={name}=...), which routes it."
+        )
 
     # ----------------------------------------------------------------------------------------- validation
 
-    def _check_types(self):
-        if isinstance(self.decode_max_decode_length, int) and not isinstance(self.decode_max_decode_length, bool):
-            # An absolute cap is an int in JSON and in --override; the field holds both forms as a string.
-            object.__setattr__(self, "decode_max_decode_length", str(self.decode_max_decode_length))
-        self._check_field_types()
-
     def _check_sizes(self):
         """The dimensions and depths: positive, and heads that split d_model evenly (unless d_k, d_v are set)."""
-        for name in ("vocab_size", "d_model", "d_ff", "num_heads", "max_length", "warmup_steps"):
+        for name in ("vocab_size", "d_model", "d_ff", "num_heads", "max_length"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name}: must be positive, got {getattr(self, name)}. Fix: set {name} >= 1.")
         if self.num_encoder_layers < 1:
@@ -280,27 +275,14 @@ class TransformerConfig(JsonConfig):
             raise ConfigError(f"{name}: must be positive or null, got {value}. Fix: {fix}")
 
     def _check_rates(self):
-        """Dropout and label smoothing in [0, 1), a well-formed `dropout_by_epochs`, and subword sampling's alpha."""
-        for name in (
-            "dropout", "initial_dropout", "initial_dropout_fraction", "attention_dropout", "activation_dropout",
-            "label_smoothing",
-        ):  # fmt: skip
+        """Dropout rates in [0, 1)."""
+        for name in self.CHANGEABLE_FIELDS:
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ConfigError(f"{name}: must be in [0, 1), got {value}. Fix: use e.g. {name}=0.1.")
-        self.dropout_rule()  # raises ConfigError when malformed
-        self._check_positive_or_null(
-            "dropout_rule_parameters",
-            "set it to the stack_parameters of the model the dropout rule was measured on, or null.",
-        )
-        if self.samples_subwords and self.subword_alpha <= 0:
-            raise ConfigError(
-                f"subword_alpha: must be positive when subword_nbest_size samples, got {self.subword_alpha}. "
-                "Fix: use e.g. subword_alpha=0.1, or subword_nbest_size=0 to turn sampling off."
-            )
 
     def _check_options(self):
-        """The named options (position encoding, activation) and the positive settings of attention and training."""
+        """The named options (position encoding, activation), the attention window and LayerNorm's epsilon."""
         if self.position_encoding not in POSITION_ENCODINGS:
             raise ConfigError(unknown_option("position_encoding", self.position_encoding, POSITION_ENCODINGS))
         if self.activation not in ACTIVATIONS:
@@ -313,10 +295,6 @@ class TransformerConfig(JsonConfig):
         if self.layer_norm_epsilon <= 0:
             raise ConfigError(
                 f"layer_norm_epsilon: must be positive, got {self.layer_norm_epsilon}. Fix: use e.g. 1e-6."
-            )
-        if self.learning_rate_scale <= 0:
-            raise ConfigError(
-                f"learning_rate_scale: must be positive, got {self.learning_rate_scale}. Fix: use e.g. 1.0."
             )
 
     def _check_padding(self):
@@ -333,10 +311,6 @@ class TransformerConfig(JsonConfig):
         self._check_rates()
         self._check_options()
         self._check_padding()
-        try:
-            check_settings({name[len("decode_") :]: getattr(self, name) for name in DECODE_FIELDS}, prefix="decode_")
-        except ValueError as error:
-            raise ConfigError(str(error)) from None
         self._check_token_ids()
 
     def _check_token_ids(self):
@@ -360,15 +334,6 @@ class TransformerConfig(JsonConfig):
                 "joint vocabulary (target_vocab_size=null)."
             )
 
-    @staticmethod
-    def _override_changes(overrides: Sequence[str]) -> dict:
-        """`JsonConfig._override_changes`; a `dropout` given without `dropout_by_epochs` also turns that rule off, so
-        that `--override=dropout=0.3` trains at 0.3 whatever the run's budget."""
-        changes = JsonConfig._override_changes(overrides)
-        if "dropout" in changes:
-            changes.setdefault("dropout_by_epochs", None)
-        return changes
-
     # ----------------------------------------------------------------------------------------- derived
 
     @property
@@ -377,68 +342,15 @@ class TransformerConfig(JsonConfig):
         return self.vocab_size if self.target_vocab_size is None else self.target_vocab_size
 
     @property
-    def samples_subwords(self) -> bool:
-        """Whether training samples its subword segmentations (`subword_nbest_size` other than 0 and 1)."""
-        return self.subword_nbest_size not in (0, 1)
-
-    def dropout_rule(self) -> tuple:
-        """`dropout_by_epochs` as ((epochs, dropout), ...), ascending; () when None.
-
-        Raises:
-            ConfigError: not pairs of epochs:dropout, epochs not ascending from 0, or a dropout outside [0, 1).
-        """
-        if self.dropout_by_epochs is None:
-            return ()
-        fix = 'Fix: write epochs:dropout pairs, ascending from 0, e.g. dropout_by_epochs="0:0.1,35:0.2", or null.'
-        pairs = []
-        for item in self.dropout_by_epochs.split(","):
-            epochs, separator, rate = item.partition(":")
-            try:
-                pair = (float(epochs), float(rate))
-            except ValueError:
-                pair = None
-            if not separator or pair is None:
-                raise ConfigError(f"dropout_by_epochs: {item.strip()!r} is not epochs:dropout. {fix}")
-            if not 0.0 <= pair[1] < 1.0:
-                raise ConfigError(f"dropout_by_epochs: the dropout of {item.strip()!r} is not in [0, 1). {fix}")
-            pairs.append(pair)
-        epochs = [pair[0] for pair in pairs]
-        if epochs[0] != 0 or any(later <= earlier for earlier, later in zip(epochs[:-1], epochs[1:], strict=True)):
-            raise ConfigError(f"dropout_by_epochs: the epochs {epochs} do not ascend from 0. {fix}")
-        return tuple(pairs)
-
-    @property
-    def has_initial_dropout(self) -> bool:
-        """Whether a budget plan trains its first steps at `initial_dropout` (`initial_dropout_fraction` > 0)."""
-        return self.initial_dropout_fraction > 0
-
-    @property
     def stack_parameters(self) -> int:
         """The weight matrices of the encoder and decoder layers (attention projections and feed-forward kernels;
-        embeddings, biases and LayerNorms left out): the model's size as the dropout rule reads it."""
+        embeddings, biases and LayerNorms left out): the model's size as the dropout rule reads it
+        (`TrainConfig.dropout_rule_parameters`)."""
         attention = self.d_model * self.num_heads * (2 * self.key_dim + 2 * self.value_dim)
         feed_forward = 2 * self.d_model * self.d_ff
         return self.num_encoder_layers * (attention + feed_forward) + self.num_decoder_layers * (
             2 * attention + feed_forward
         )
-
-    @property
-    def dropout_rule_scale(self) -> float:
-        """What the dropout rule multiplies a run's epochs by: `stack_parameters` over `dropout_rule_parameters`
-        (1.0 when that is None)."""
-        if self.dropout_rule_parameters is None:
-            return 1.0
-        return self.stack_parameters / self.dropout_rule_parameters
-
-    def dropout_for_epochs(self, epochs: float) -> float:
-        """The dropout `dropout_by_epochs` gives a run of `epochs` epochs (`dropout` when it is None), read at
-        the model's size (`dropout_rule_scale`)."""
-        rate = self.dropout
-        scaled_epochs = epochs * self.dropout_rule_scale
-        for threshold, rule_rate in self.dropout_rule():
-            if scaled_epochs >= threshold:
-                rate = rule_rate
-        return rate
 
     @property
     def key_dim(self) -> int:
@@ -453,24 +365,32 @@ class TransformerConfig(JsonConfig):
     # ----------------------------------------------------------------------------------------- in and out
 
     @classmethod
-    def from_preset(cls, name: str, overrides: Sequence[str] = ()) -> "TransformerConfig":
-        """Loads `configs/<name>.json`, e.g. "tiny", "base", "big" or a Table 3 variation, with `overrides`
-        (`from_json`)."""
-        presets = list_presets()
-        if name not in presets:
-            close = difflib.get_close_matches(name, presets, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"no preset named {name!r}.{hint} Fix: use one of {', '.join(presets)}.")
-        return cls.from_json(_preset_text(name), overrides)
+    def from_preset(cls, name: str) -> "TransformerConfig":
+        """The model of the preset `configs/<name>.json` (the whole preset: `tf_transformer.recipe.Recipe.load`)."""
+        return cls.from_json(preset_text(name))
 
     @classmethod
-    def load(cls, name_or_path: Union[str, os.PathLike], overrides: Sequence[str] = ()) -> "TransformerConfig":
-        """A preset name ("base") or the path of a JSON file ("my_config.json"), with "field=value" `overrides`
-        applied before the config is made and checked (`from_json`): the commands' `--config` and `--override`."""
-        text = str(name_or_path)
-        if text.endswith(".json") or os.sep in text or pathlib.Path(text).is_file():
-            return cls.from_json(pathlib.Path(text), overrides)
-        return cls.from_preset(text, overrides)
+    def load(cls, name_or_path: Union[str, os.PathLike]) -> "TransformerConfig":
+        """The model of a preset name ("base") or of a JSON file ("my_config.json")."""
+        return cls.from_json(preset_or_file(name_or_path))
+
+
+def preset_or_file(name_or_path: Union[str, os.PathLike]) -> Union[str, pathlib.Path]:
+    """What `from_json` reads for a preset name ("base": its JSON text) or a JSON file's path."""
+    text = str(name_or_path)
+    if text.endswith(".json") or os.sep in text or pathlib.Path(text).is_file():
+        return pathlib.Path(text)
+    return preset_text(text)
+
+
+def preset_text(name: str) -> str:
+    """The JSON text of the preset `name`; a ConfigError that names the nearest preset when there is none."""
+    presets = list_presets()
+    if name not in presets:
+        close = difflib.get_close_matches(name, presets, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"no preset named {name!r}.{hint} Fix: use one of {', '.join(presets)}.")
+    return _presets().joinpath(f"{name}.json").read_text(encoding="utf-8")
 
 
 def _presets():
@@ -491,7 +411,3 @@ def list_presets() -> list:
     if not folder.is_dir():
         return []
     return sorted(entry.name[: -len(".json")] for entry in folder.iterdir() if entry.name.endswith(".json"))
-
-
-def _preset_text(name: str) -> str:
-    return _presets().joinpath(f"{name}.json").read_text(encoding="utf-8")

@@ -25,7 +25,8 @@ BEST_CHECKPOINT = "best"  # the `checkpoint=` name of the best checkpoint by val
 LOG_DIR = "logs"  # Keras' TensorBoard callback: logs/train, logs/validation
 TRAIN_LOG_DIR = "logs/train"  # also the trainer's own per-step scalars (TrainingMonitor, the multi-worker loop)
 BLEU_LOG_DIR = "logs/bleu"  # not logs/validation, which Keras' TensorBoard callback writes to
-DECODING_FILE = "decoding.json"  # the model's decoding settings (`DecodingSettings`): tft-translate's defaults
+DECODING_FILE = "decoding.json"  # the commands' decoding defaults (keys: decoding.settings.JSON_SETTINGS)
+DECODING_RECORD = "decoding"  # in TRAIN_CONFIG_FILE: the decoding settings the run was given (update_decoding_json)
 
 # The fix every "not a model directory" error ends with.
 MODEL_DIR_FIX = "Fix: pass the --model_dir that tft-train wrote."

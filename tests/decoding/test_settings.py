@@ -4,13 +4,15 @@ writes, and the precedence the commands apply (flag, decoding.json, default)."""
 import dataclasses
 import inspect
 import json
+import pathlib
+import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from tf_transformer.config import TransformerConfig
+from tf_transformer.config import ConfigError
 from tf_transformer.decoding.settings import (
     COMMAND_DEFAULTS,
     DEFAULTS,
@@ -22,21 +24,23 @@ from tf_transformer.decoding.settings import (
     is_int,
     parse_max_decode_length,
     read_decoding_json,
+    recorded_settings,
     require_settings,
     resolve_settings,
     update_decoding_json,
 )
-from tf_transformer.model_dir import CONFIG_FILE, DECODING_FILE
+from tf_transformer.model_dir import CONFIG_FILE, DECODING_FILE, TRAIN_CONFIG_FILE
+from tf_transformer.recipe import Recipe
+from tf_transformer.training import TrainConfig
 
 
 def test_the_defaults_are_the_papers_and_the_multi30k_recipe_sets_its_own():
     # The paper's, and the loop guards (README: no repeated 4-gram of pieces, at most 1.5 x the source + 10).
     assert DEFAULTS == {"beam_size": 4, "length_penalty": 0.6, "method": "beam", "average_last": None,
                         "no_repeat_ngram_size": 4, "max_decode_length": "1.5x+10"}  # fmt: skip
-    recipe = TransformerConfig.from_preset("multi30k")
-    assert (recipe.decode_beam_size, recipe.decode_length_penalty, recipe.decode_average_last) == (4, 1.5, 5)
-    config = TransformerConfig.from_preset("tiny")
-    assert TransformerConfig.from_json(config.to_json()) == config  # the new fields round-trip
+    recipe = Recipe.load("multi30k").decoding
+    assert (recipe.beam_size, recipe.length_penalty, recipe.average_last) == (4, 1.5, 5)
+    assert Recipe.load("tiny").decoding == COMMAND_DEFAULTS  # a preset without a decoding section
 
 
 def test_a_flag_beats_decoding_json_which_beats_the_default(tmp_path):
@@ -70,17 +74,31 @@ def test_a_bad_decoding_json_is_one_clear_error(tmp_path, text, message):
 
 
 def test_training_writes_decoding_json_and_a_resume_keeps_an_edit(tmp_path):
-    config = TransformerConfig.from_preset("tiny").replace(decode_length_penalty=1.5, decode_average_last=5)
-    assert update_decoding_json(tmp_path, config)
+    settings = Recipe.load("tiny").with_overrides(["decode_length_penalty=1.5", "decode_average_last=5"]).decoding
+    assert update_decoding_json(tmp_path, settings)
     written = {"beam_size": 4, "length_penalty": 1.5, "method": "beam", "average_last": 5,
                "no_repeat_ngram_size": 4, "max_decode_length": "1.5x+10"}  # fmt: skip
     assert json.loads((tmp_path / DECODING_FILE).read_text()) == written
-    config.to_json(tmp_path / CONFIG_FILE)  # what the trainer writes next
+    # What the trainer writes next: train_config.json records the settings the run was given.
+    TrainConfig(model_dir=str(tmp_path)).to_json(tmp_path / TRAIN_CONFIG_FILE, decoding=settings.json_settings())
+    assert recorded_settings(tmp_path) == written
     (tmp_path / DECODING_FILE).write_text(json.dumps({**written, "length_penalty": 1.0}))  # tuned by hand
-    assert not update_decoding_json(tmp_path, config)  # a resume with the same config keeps the edit
+    assert not update_decoding_json(tmp_path, settings)  # a resume with the same settings keeps the edit
     assert read_decoding_json(tmp_path)["length_penalty"] == 1.0
-    assert update_decoding_json(tmp_path, config.replace(decode_beam_size=6))  # a changed setting rewrites it
+    assert update_decoding_json(tmp_path, dataclasses.replace(settings, beam_size=6))  # a changed one rewrites it
     assert read_decoding_json(tmp_path) == {**written, "beam_size": 6}
+
+
+def test_a_model_directory_of_release_0_1_records_its_settings_in_config_json(tmp_path):
+    # Release 0.1 kept them as decode_* fields of config.json (tests/fixtures/release_0_1_model): a resume with the
+    # same settings keeps its decoding.json; the first start of the new release records them in train_config.json.
+    fixture = pathlib.Path(__file__).parents[1] / "fixtures" / "release_0_1_model"
+    shutil.copy(fixture / CONFIG_FILE, tmp_path / CONFIG_FILE)
+    shutil.copy(fixture / DECODING_FILE, tmp_path / DECODING_FILE)
+    recorded = recorded_settings(tmp_path)
+    assert recorded == json.loads((fixture / DECODING_FILE).read_text())
+    assert not update_decoding_json(tmp_path, dataclasses.replace(COMMAND_DEFAULTS, **recorded))
+    assert recorded_settings(tmp_path / "missing") is None
 
 
 @pytest.mark.parametrize("value, expected", [
@@ -99,14 +117,14 @@ def test_a_bad_max_decode_length_is_one_clear_error(tmp_path, value):
     (tmp_path / DECODING_FILE).write_text(json.dumps({"max_decode_length": value}))
     with pytest.raises(ValueError, match="decoding.json: max_decode_length: must be"):
         read_decoding_json(tmp_path)
-    with pytest.raises(ValueError, match="decode_max_decode_length: (must be|expected str)"):
-        TransformerConfig(decode_max_decode_length=value)
+    with pytest.raises(ConfigError, match="decode_max_decode_length: (must be|expected str)"):
+        Recipe().with_overrides([f"decode_max_decode_length={json.dumps(value)}"])
 
 
-def test_the_guards_are_config_fields_and_an_int_cap_is_kept_as_text():
-    config = TransformerConfig(decode_no_repeat_ngram_size=0, decode_max_decode_length=200)
-    assert config.decode_max_decode_length == "200"
-    assert TransformerConfig.from_json(config.to_json()) == config
+def test_the_guards_are_recipe_settings_and_an_int_cap_is_kept_as_text():
+    recipe = Recipe().with_overrides(["decode_no_repeat_ngram_size=0", "decode_max_decode_length=200"])
+    assert recipe.decoding.max_decode_length == "200" and recipe.decoding.no_repeat_ngram_size == 0
+    assert Recipe.from_dict(json.loads(recipe.to_json())) == recipe
     with pytest.raises(ValueError, match="no_repeat_ngram_size: must be an integer >= 0"):
         resolve_settings({"no_repeat_ngram_size": -1}, None)
 
@@ -122,9 +140,9 @@ def test_the_two_default_sets_each_number_once():
     # The commands' and decoding.json's: the paper's with the loop guards.
     assert COMMAND_DEFAULTS == dataclasses.replace(PAPER, no_repeat_ngram_size=4, max_decode_length="1.5x+10")
     assert DEFAULTS == COMMAND_DEFAULTS.json_settings()
-    config = TransformerConfig()
-    assert DecodingSettings.from_config(config) == COMMAND_DEFAULTS
-    assert config.decode_length_penalty == PAPER.length_penalty
+    recipe = Recipe()
+    assert recipe.decoding == COMMAND_DEFAULTS
+    assert recipe.decoding.length_penalty == PAPER.length_penalty
 
 
 def test_every_decoding_entry_point_defaults_to_the_papers_settings():

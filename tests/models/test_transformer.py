@@ -237,7 +237,7 @@ def test_compiled_model_round_trip_keeps_optimizer_loss_and_metric(tmp_path):
     model.make_train_function()  # uncompiled (e.g. set_dropout's rebuild on a model loaded without compile): as Keras'
     assert not model.built
     model.compile(
-        optimizer=tft.make_optimizer(config), loss=tft.MaskedCrossEntropy(0.1), metrics=[tft.MaskedAccuracy()]
+        optimizer=tft.make_optimizer(config.d_model), loss=tft.MaskedCrossEntropy(0.1), metrics=[tft.MaskedAccuracy()]
     )
     rng = np.random.default_rng(9)
     x, y = (random_ids(rng, 8, 6), random_ids(rng, 8, 5)), random_ids(rng, 8, 5)
@@ -284,7 +284,7 @@ def test_mixed_precision_keeps_softmax_and_loss_in_float32_without_nan(mixed_pol
     assert scores.dtype == tf.float32 and np.isfinite(scores.numpy()).all()
 
     model.compile(
-        optimizer=tft.make_optimizer(config), loss=tft.MaskedCrossEntropy(0.1), metrics=[tft.MaskedAccuracy()]
+        optimizer=tft.make_optimizer(config.d_model), loss=tft.MaskedCrossEntropy(0.1), metrics=[tft.MaskedAccuracy()]
     )
     history = model.fit((source, target), target, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"]).all()

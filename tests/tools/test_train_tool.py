@@ -104,14 +104,20 @@ def test_the_readmes_training_command_trains_the_multi30k_config(tmp_path, multi
     result = run(command, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Trained steps 0 -> 3" in result.stdout
-    # The run used the file's model as is, on the whole corpus (a NaN loss would have failed it above).
-    expected = json.loads((ROOT / "configs" / "multi30k.json").read_text())
+    # The run used the file's recipe as is, each part in the file of its owner, on the whole corpus (a NaN loss would
+    # have failed it above).
+    recipe = json.loads((ROOT / "configs" / "multi30k.json").read_text())
+    expected = recipe["model"]
     assert json.loads((model_dir / "config.json").read_text()) == expected
+    train_config = json.loads((model_dir / "train_config.json").read_text())
+    assert {name: train_config[name] for name in recipe["training"]} == recipe["training"]
+    assert json.loads((model_dir / "decoding.json").read_text()) == recipe["decoding"]
     report = json.loads((model_dir / "data_report.json").read_text())
     assert report["kept"] == 29000
     # The README's --lowercase (or its absence) reaches the data config, and so the vocabulary's case folding.
     data_config = json.loads((model_dir / "data_config.json").read_text())
     assert data_config["lowercase"] == ("--lowercase" in arguments)
+    assert {name: data_config[name] for name in recipe["data"]} == recipe["data"]
     vocabulary = json.loads((model_dir / "vocab" / "tokenizer.json").read_text())
     assert vocabulary["normalization"] == ("nmt_nfkc_cf" if data_config["lowercase"] else "nmt_nfkc")
     reader = tf.train.load_checkpoint(str(model_dir / "checkpoints"))

@@ -15,7 +15,6 @@ from tf_transformer.data import DataConfig
 from tf_transformer.training import TrainConfig, train
 from tf_transformer.training.budget import BudgetPlan, BudgetTiming, FitToBudget, plan_for_start, read_plan
 from tf_transformer.training.schedule import BudgetSchedule, WarmupSchedule
-from tf_transformer.training.trainer import _check_settings
 
 
 def paper_rate(step, d_model, warmup, scale=1.0):
@@ -285,33 +284,40 @@ def test_early_dropout_on_a_plan_to_train_steps_starts_at_the_segment():
     assert applied == [0.3, 0.0]
 
 
-def test_the_initial_dropout_of_a_config_and_its_errors(tmp_path, small_corpus):
-    config = tft.TransformerConfig(dropout=0.1, initial_dropout=0.0, initial_dropout_fraction=0.4)
-    assert config.has_initial_dropout and not tft.TransformerConfig().has_initial_dropout
+def test_the_initial_dropout_of_a_config_and_its_errors(tmp_path):
+    config = TrainConfig(model_dir="run", initial_dropout=0.0, initial_dropout_fraction=0.4, budget_schedule="on")
+    assert config.has_initial_dropout and not TrainConfig(model_dir="run").has_initial_dropout
     for name in ("initial_dropout", "initial_dropout_fraction"):
         with pytest.raises(ConfigError, match=f"^{name}: must be in \\[0, 1\\), got 1.0. Fix"):
-            tft.TransformerConfig(**{name: 1.0})
-    # Only a budget plan has steps to share: a run without one is refused before anything runs.
-    model, data = tiny_model_and_data(small_corpus, dropout=0.1, initial_dropout_fraction=0.4)
-    unplanned = TrainConfig(model_dir=str(tmp_path), train_steps=10, seed=1)
+            TrainConfig(model_dir="run", **{name: 1.0})
+    # Only a budget plan has steps to share: a run without one is refused when its settings are made.
+    unplanned = dict(model_dir=str(tmp_path), train_steps=10, seed=1, initial_dropout_fraction=0.4)
     with pytest.raises(ConfigError, match="^initial_dropout_fraction: 0.4 of a budget plan's steps.*Fix: give"):
-        _check_settings(model, data, unplanned, multi_worker=False)
-    _check_settings(model, data, unplanned.replace(budget_schedule="on"), multi_worker=False)
-    _check_settings(model, data, unplanned.replace(time_limit_minutes=5.0), multi_worker=False)
+        TrainConfig(**unplanned)
+    TrainConfig(**unplanned, budget_schedule="on")
+    TrainConfig(**unplanned, time_limit_minutes=5.0)
 
 
 def test_the_dropout_rule_of_a_config_and_its_errors():
-    config = tft.TransformerConfig(dropout=0.1, dropout_by_epochs="0:0.1, 35:0.2, 80:0.3")
+    model = tft.TransformerConfig(dropout=0.1)
+    config = TrainConfig(model_dir="run", dropout_by_epochs="0:0.1, 35:0.2, 80:0.3")
     assert config.dropout_rule() == ((0.0, 0.1), (35.0, 0.2), (80.0, 0.3))
-    assert [config.dropout_for_epochs(epochs) for epochs in (0, 24.5, 35, 44.9, 80, 500)] == [
+    assert [config.dropout_for_epochs(epochs, model) for epochs in (0, 24.5, 35, 44.9, 80, 500)] == [
         0.1, 0.1, 0.2, 0.2, 0.3, 0.3
     ]  # fmt: skip
-    assert tft.TransformerConfig(dropout=0.25).dropout_for_epochs(100) == 0.25  # no rule: the config's dropout
-    assert config.with_overrides(["dropout_by_epochs=null"]).dropout_rule() == ()
+    # No rule: the model's dropout.
+    assert TrainConfig(model_dir="run").dropout_for_epochs(100, tft.TransformerConfig(dropout=0.25)) == 0.25
+    recipe = tft.Recipe(model, {"dropout_by_epochs": config.dropout_by_epochs})
+
+    def rule(recipe):
+        return TrainConfig(model_dir="run", **recipe.training)
+
+    assert rule(recipe.with_overrides(["dropout_by_epochs=null"])).dropout_rule() == ()
     # An explicit dropout is what the run trains at: it turns the rule off, unless the rule is given too.
-    assert config.with_overrides(["dropout=0.3"]).dropout_rule() == ()
-    assert config.with_overrides(["dropout=0.3", "dropout_by_epochs=0:0.3,50:0.4"]).dropout_for_epochs(60) == 0.4
-    assert config.with_overrides(["d_model=256"]).dropout_rule() == config.dropout_rule()
+    assert rule(recipe.with_overrides(["dropout=0.3"])).dropout_rule() == ()
+    both = recipe.with_overrides(["dropout=0.3", "dropout_by_epochs=0:0.3,50:0.4"])
+    assert rule(both).dropout_for_epochs(60, both.model) == 0.4
+    assert rule(recipe.with_overrides(["d_model=256"])).dropout_rule() == config.dropout_rule()
     for bad, message in [
         ("0:0.1,35", "'35' is not epochs:dropout"),
         ("0:0.1,x:0.2", "'x:0.2' is not epochs:dropout"),
@@ -320,25 +326,23 @@ def test_the_dropout_rule_of_a_config_and_its_errors():
         ("0:0.1,35:0.2,30:0.3", "do not ascend from 0"),
     ]:
         with pytest.raises(ConfigError, match=f"^dropout_by_epochs: .*{message}.* Fix: write epochs:dropout pairs"):
-            tft.TransformerConfig(dropout_by_epochs=bad)
+            TrainConfig(model_dir="run", dropout_by_epochs=bad)
 
 
 def test_the_dropout_rule_reads_epochs_at_the_models_size():
-    tiny = tft.TransformerConfig(
-        d_model=128, d_ff=256, num_heads=4, num_encoder_layers=4, num_decoder_layers=4,
-        dropout_by_epochs="0:0.1,35:0.2,80:0.3", dropout_rule_parameters=1_310_720,
-    )  # fmt: skip
+    tiny = tft.TransformerConfig(d_model=128, d_ff=256, num_heads=4, num_encoder_layers=4, num_decoder_layers=4)
+    rule = TrainConfig(model_dir="run", dropout_by_epochs="0:0.1,35:0.2,80:0.3", dropout_rule_parameters=1_310_720)
     # The weight matrices by hand: 4 attention projections of d_model x d_model, two feed-forward kernels.
     attention, feed_forward = 4 * 128 * 128, 2 * 128 * 256
     assert tiny.stack_parameters == 4 * (attention + feed_forward) + 4 * (2 * attention + feed_forward) == 1_310_720
-    assert tiny.dropout_rule_scale == 1.0 and tiny.dropout_for_epochs(40) == 0.2  # the size it was measured on
+    assert rule.dropout_rule_scale(tiny) == 1.0 and rule.dropout_for_epochs(40, tiny) == 0.2  # the size measured on
     wide = tiny.with_overrides(["d_model=256", "d_ff=1024", "num_encoder_layers=3", "num_decoder_layers=3"])
-    assert wide.dropout_rule_scale == pytest.approx(5_505_024 / 1_310_720)  # 4.2x the weights
+    assert rule.dropout_rule_scale(wide) == pytest.approx(5_505_024 / 1_310_720)  # 4.2x the weights
     # The issue-40 probe: 33 planned epochs chose 0.1 and overfitted; at its size they read as 139 epochs.
-    assert [wide.dropout_for_epochs(epochs) for epochs in (8, 10, 19.9, 33)] == [0.1, 0.2, 0.3, 0.3]
-    assert wide.with_overrides(["dropout_rule_parameters=null"]).dropout_for_epochs(33) == 0.1
+    assert [rule.dropout_for_epochs(epochs, wide) for epochs in (8, 10, 19.9, 33)] == [0.1, 0.2, 0.3, 0.3]
+    assert rule.with_overrides(["dropout_rule_parameters=null"]).dropout_for_epochs(33, wide) == 0.1
     with pytest.raises(ConfigError, match="^dropout_rule_parameters: must be positive or null, got 0. Fix: "):
-        tiny.replace(dropout_rule_parameters=0)
+        rule.replace(dropout_rule_parameters=0)
 
 
 def test_stack_parameters_count_the_built_models_layer_kernels():
@@ -442,15 +446,16 @@ def learning_rates(model_dir):
     return [rates[step] for step in sorted(rates)]
 
 
-def tiny_model_and_data(small_corpus, **model_changes):
-    """A one-layer model without dropout and the small corpus's files: runs of a few seconds."""
+def tiny_model_and_data(small_corpus, **changes):
+    """A one-layer model without dropout, its training settings (`changes` go to the model or to those) and the small
+    corpus's files: runs of a few seconds."""
     small = dict(d_model=32, d_ff=64, num_encoder_layers=1, num_decoder_layers=1, dropout=0.0, warmup_steps=20)
-    model = tft.TransformerConfig.from_preset("tiny").replace(**{**small, **model_changes})
+    recipe = tft.Recipe.load("tiny").replace(**{**small, **changes})
     data = DataConfig(
         dataset="files", train_source=str(small_corpus["train_en"]), train_target=str(small_corpus["train_de"]),
         vocab_size=500, batch_tokens=512, max_length=32, seed=1,
     )  # fmt: skip
-    return model, data
+    return recipe.model, data, recipe.training
 
 
 def dropout_states(checkpoint):
@@ -466,7 +471,7 @@ def test_a_time_limited_run_ends_its_learning_rate_at_zero_then_a_new_segment_ch
 ):
     # One model_dir, three runs: a step to build the vocabulary and trace, a time-limited run that ends at its
     # planned end, and a new segment whose limit it does not reach (its plan ends at train_steps).
-    model, data = tiny_model_and_data(small_corpus, dropout_by_epochs="0:0.3,1000:0.1")
+    model, data, training = tiny_model_and_data(small_corpus, dropout_by_epochs="0:0.3,1000:0.1")
     rates_set = []  # every dropout set on the trained model (its build at the rule's highest rate, then 0, ...)
     set_dropout = tft.Transformer.set_dropout
 
@@ -477,7 +482,9 @@ def test_a_time_limited_run_ends_its_learning_rate_at_zero_then_a_new_segment_ch
     monkeypatch.setattr(tft.Transformer, "set_dropout", recording_set_dropout)
     # budget_schedule left at its default, "auto": a time limit is enough. log_every=1: the last steps' rates.
     # checkpoint_every=1000: no epoch-end pause (a checkpoint) inside the limited run.
-    config = TrainConfig(model_dir=str(tmp_path), train_steps=100_000, checkpoint_every=1000, log_every=1, seed=1)
+    config = TrainConfig(
+        model_dir=str(tmp_path), train_steps=100_000, checkpoint_every=1000, log_every=1, seed=1, **training
+    )
     # One step without a limit first: the vocabulary is built. The limit counts the start of the run (reading,
     # building, tracing: 13 s on an idle machine, 30 s on a busy one), so it is this step's time and 30 s more: the
     # limited run has about 30 s of steps however fast the machine, reaches its first prediction, and has time left
@@ -497,7 +504,7 @@ def test_a_time_limited_run_ends_its_learning_rate_at_zero_then_a_new_segment_ch
     # The logged rates against the paper's schedule (NumPy, the model's d_model, warmup and scale), undecayed.
     end, decay_start = plan.end_step, plan.decay_start
     rates = learning_rates(tmp_path)  # one a step, from step 1 (the warm-up run's) to the end
-    undecayed = [paper_rate(step, 32, 20, model.learning_rate_scale) for step in range(1, end + 1)]
+    undecayed = [paper_rate(step, 32, 20, training["learning_rate_scale"]) for step in range(1, end + 1)]
     assert len(rates) == end, (len(rates), end)
     assert all(rate <= reference * (1 + 1e-5) for rate, reference in zip(rates, undecayed, strict=True))
     # The plan is final from the step before the end at the latest (the end is only set at an earlier step):
@@ -528,17 +535,19 @@ def test_a_time_limited_run_ends_its_learning_rate_at_zero_then_a_new_segment_ch
     assert np.count_nonzero(advanced[:, 1]) >= 3, advanced  # the embeddings' and a layer's residual dropouts
     # The first segment drew masks too (after its own choice), the warm-up step none (dropout 0 until a plan).
     assert np.any(dropout_states(result.checkpoint) != dropout_states(first.checkpoint))
-    # config.json keeps the recipe (the rule and the config's dropout); the plan says what the run trained at.
-    saved = json.loads((tmp_path / "config.json").read_text())
-    assert (saved["dropout"], saved["dropout_by_epochs"]) == (0.0, "0:0.3,1000:0.1")
+    # config.json keeps the model's dropout, train_config.json the rule; the plan says what the run trained at.
+    saved = json.loads((tmp_path / "config.json").read_text()), json.loads((tmp_path / "train_config.json").read_text())
+    assert (saved[0]["dropout"], saved[1]["dropout_by_epochs"]) == (0.0, "0:0.3,1000:0.1")
 
 
 def test_a_run_with_late_dropout_draws_no_masks_before_its_step_and_every_step_after(tmp_path, small_corpus):
     # A plan to train_steps (no clock): 20 steps, dropout 0.3 after step 10, checkpoints every 5 steps.
-    model, data = tiny_model_and_data(small_corpus, dropout=0.3, initial_dropout=0.0, initial_dropout_fraction=0.5)
+    model, data, training = tiny_model_and_data(
+        small_corpus, dropout=0.3, initial_dropout=0.0, initial_dropout_fraction=0.5
+    )
     config = TrainConfig(
         model_dir=str(tmp_path), train_steps=20, checkpoint_every=5, keep_checkpoints=10, budget_schedule="on",
-        validation_batches=1, seed=1,
+        validation_batches=1, seed=1, **training,
     )  # fmt: skip
     result = train(model, data, config)
     plan = read_plan(tmp_path / "train_config.json")

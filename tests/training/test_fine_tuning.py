@@ -18,7 +18,7 @@ import tf_transformer as tft
 from tf_transformer.checkpoints import CheckpointError, average_checkpoints, load_translation_model
 from tf_transformer.config import ConfigError
 from tf_transformer.data import DataConfig
-from tf_transformer.training import TrainConfig, fine_tuning, make_loss, make_optimizer, train
+from tf_transformer.training import MaskedCrossEntropy, TrainConfig, fine_tuning, make_optimizer, train
 
 # Small and quick to trace; dropout 0 and a deterministic pipeline: the runs compare losses and weights.
 SOURCE_MODEL = tft.TransformerConfig.from_preset("tiny").replace(
@@ -27,10 +27,9 @@ SOURCE_MODEL = tft.TransformerConfig.from_preset("tiny").replace(
     num_encoder_layers=1,
     num_decoder_layers=1,
     dropout=0.0,
-    label_smoothing=0.0,
-    warmup_steps=50,
-    learning_rate_scale=0.5,
 )
+SOURCE_TRAINING = {**tft.Recipe.load("tiny").training, "label_smoothing": 0.0, "warmup_steps": 50,
+                   "learning_rate_scale": 0.5}  # fmt: skip
 SOURCE_STEPS = 100
 TUNE_STEPS = 20
 
@@ -75,8 +74,9 @@ def source_dir(corpora, tmp_path_factory):
     """A model directory trained briefly on English-German."""
     model_dir = tmp_path_factory.mktemp("runs") / "source"
     run = TrainConfig(
-        model_dir=str(model_dir), train_steps=SOURCE_STEPS, checkpoint_every=50, seed=1, deterministic=True
-    )
+        model_dir=str(model_dir), train_steps=SOURCE_STEPS, checkpoint_every=50, seed=1, deterministic=True,
+        **SOURCE_TRAINING,
+    )  # fmt: skip
     train(SOURCE_MODEL, data_config(*corpora["de"]), run)
     return model_dir
 
@@ -90,10 +90,11 @@ def test_the_weights_are_the_source_checkpoints_and_the_optimizer_stays_fresh(so
     assert source.checkpoint == str(source_dir / "checkpoints" / f"ckpt-{SOURCE_STEPS}")
     assert (source.step, source.vocab_size, source.vocab_type) == (SOURCE_STEPS, 500, "sentencepiece")
     assert not source.lowercase
+    assert source.recipe == tft.Recipe(source.config, SOURCE_TRAINING)  # the source's schedule comes along
     # As the trainer builds it: compiled (so the model tracks its optimizer) and built, Adam's slots included.
     model = tft.Transformer(source.config)
-    optimizer = make_optimizer(source.config)
-    model.compile(optimizer=optimizer, loss=make_loss(source.config))
+    optimizer = make_optimizer(source.config.d_model, SOURCE_TRAINING["warmup_steps"])
+    model.compile(optimizer=optimizer, loss=MaskedCrossEntropy(0.0))
     model.build()
     optimizer.build(model.trainable_variables)
     fine_tuning.initialize_weights(model, source)
@@ -113,11 +114,11 @@ def test_fine_tuning_lowers_the_loss_on_new_data_faster_than_training_from_scrat
 ):
     source = fine_tuning.find_init_source(str(source_dir))
     # A 10-step warmup instead of the default 200: this run has only TUNE_STEPS steps (see the schedule's test).
-    tuned_config = fine_tuning.fine_tuning_config(source, ["warmup_steps=10"])
+    tuned_recipe = fine_tuning.fine_tuning_recipe(source, ["warmup_steps=10"])
     tuned_dir = tmp_path / "tuned"
     run = TrainConfig(model_dir=str(tuned_dir), train_steps=TUNE_STEPS, checkpoint_every=TUNE_STEPS, seed=1,
-                      deterministic=True, init_from=str(source_dir))  # fmt: skip
-    tuned = train(tuned_config, fine_tuning_data(corpora), run)
+                      deterministic=True, init_from=str(source_dir), **tuned_recipe.training)  # fmt: skip
+    tuned = train(tuned_recipe.model, fine_tuning_data(corpora), run)
     assert (tuned.start_step, tuned.step) == (0, TUNE_STEPS)
     assert optimizer_step(tuned.checkpoint) == TUNE_STEPS  # a fresh optimizer: from 0, not from the source's step
     # Self-contained: the vocabulary files are copied, and train_config.json records the source.
@@ -134,7 +135,7 @@ def test_fine_tuning_lowers_the_loss_on_new_data_faster_than_training_from_scrat
     # own schedule (what a new model trains with).
     scratch_dir = tmp_path / "scratch"
     shutil.copytree(source_dir / "vocab", scratch_dir / "vocab")
-    scratch_run = dataclasses.replace(run, model_dir=str(scratch_dir), init_from=None)
+    scratch_run = dataclasses.replace(run, model_dir=str(scratch_dir), init_from=None, **SOURCE_TRAINING)
     scratch = train(SOURCE_MODEL, fine_tuning_data(corpora), scratch_run)
     losses = {name: (result.history["loss"][-1], result.history["val_loss"][-1])
               for name, result in (("fine-tuned", tuned), ("from scratch", scratch))}  # fmt: skip
@@ -147,10 +148,11 @@ def test_fine_tuning_lowers_the_loss_on_new_data_faster_than_training_from_scrat
     # ignored, even once its source is gone, and the record is kept.
     gone = tmp_path / "gone"
     defaults = fine_tuning.init_from_defaults(str(gone), tuned_dir)  # what tft-train takes without --config
-    assert defaults.model_config == tft.TransformerConfig.from_json(tuned_dir / "config.json")
+    assert defaults.recipe.model == tft.TransformerConfig.from_json(tuned_dir / "config.json")
+    assert defaults.recipe == tuned_recipe  # its schedule from train_config.json
     assert (defaults.vocab_type, defaults.vocab_size, defaults.lowercase) == ("sentencepiece", 500, False)
     with caplog.at_level(logging.INFO, logger="tf_transformer"):
-        again = train(tuned_config, fine_tuning_data(corpora), dataclasses.replace(run, init_from=str(gone)))
+        again = train(tuned_recipe.model, fine_tuning_data(corpora), dataclasses.replace(run, init_from=str(gone)))
     assert f"init_from={gone} ignored: {tuned_dir / 'checkpoints'} holds checkpoints of its own" in caplog.text
     assert (again.status, again.step) == ("already_complete", TUNE_STEPS)
     assert json.loads((tuned_dir / "train_config.json").read_text())["initialized_from"] == record["initialized_from"]
@@ -159,20 +161,22 @@ def test_fine_tuning_lowers_the_loss_on_new_data_faster_than_training_from_scrat
 def test_the_schedule_warms_up_to_the_rate_the_source_ended_at(source_dir):
     source = fine_tuning.find_init_source(str(source_dir))
 
-    def rate(config, step):  # the paper's equation (3), as NumPy
-        step = np.maximum(np.float64(step), 1.0)
-        return config.learning_rate_scale * config.d_model**-0.5 * min(step**-0.5, step * config.warmup_steps**-1.5)
+    def rate(recipe, step):  # the paper's equation (3), as NumPy
+        step, warmup_steps = np.maximum(np.float64(step), 1.0), recipe.training["warmup_steps"]
+        scale = recipe.training["learning_rate_scale"]
+        return scale * recipe.model.d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 
-    ended = rate(SOURCE_MODEL, SOURCE_STEPS)
-    config = fine_tuning.fine_tuning_config(source)
-    assert config.warmup_steps == fine_tuning.FINE_TUNING_WARMUP_STEPS == 200
-    np.testing.assert_allclose(rate(config, config.warmup_steps), ended, rtol=1e-5)
-    assert rate(config, 1) < ended / 100 and rate(config, 4 * config.warmup_steps) < ended  # warmup, then decay
+    ended = rate(tft.Recipe(SOURCE_MODEL, SOURCE_TRAINING), SOURCE_STEPS)
+    recipe = fine_tuning.fine_tuning_recipe(source)
+    warmup_steps = recipe.training["warmup_steps"]
+    assert warmup_steps == fine_tuning.FINE_TUNING_WARMUP_STEPS == 200
+    np.testing.assert_allclose(rate(recipe, warmup_steps), ended, rtol=1e-5)
+    assert rate(recipe, 1) < ended / 100 and rate(recipe, 4 * warmup_steps) < ended  # warmup, then decay
     # Another warmup keeps that peak; a learning_rate_scale given is taken as it is; the shape stays the source's.
-    longer = fine_tuning.fine_tuning_config(source, ["warmup_steps=50", "dropout=0.2"])
+    longer = fine_tuning.fine_tuning_recipe(source, ["warmup_steps=50", "dropout=0.2"])
     np.testing.assert_allclose(rate(longer, 50), ended, rtol=1e-5)
-    assert longer.dropout == 0.2 and longer.d_model == SOURCE_MODEL.d_model
-    assert fine_tuning.fine_tuning_config(source, ["learning_rate_scale=0.5"]).learning_rate_scale == 0.5
+    assert longer.model.dropout == 0.2 and longer.model.d_model == SOURCE_MODEL.d_model
+    assert fine_tuning.fine_tuning_recipe(source, ["learning_rate_scale=0.5"]).training["learning_rate_scale"] == 0.5
 
 
 def test_init_from_takes_a_checkpoint_prefix_or_an_average(source_dir):
@@ -191,7 +195,7 @@ def test_configs_that_do_not_fit_the_source_are_refused_naming_the_field_before_
 ):
     new_dir = tmp_path / "new"
     source = fine_tuning.find_init_source(str(source_dir))
-    tuned = fine_tuning.fine_tuning_config(source)
+    tuned = fine_tuning.fine_tuning_recipe(source).model
     data = fine_tuning_data(corpora)
 
     def run(model_config=tuned, data=data, init_from=str(source_dir)):
@@ -224,12 +228,8 @@ def test_configs_that_do_not_fit_the_source_are_refused_naming_the_field_before_
     with pytest.raises(CheckpointError, match=rf"^init_from: checkpoint .*ckpt-{SOURCE_STEPS} cannot be read.*Fix: "):
         run(init_from=str(damaged))
     assert not new_dir.exists()
-    # What may differ: regularization, the schedule, the decoding settings.
-    fine_tuning.check_fits(
-        tuned.replace(dropout=0.3, attention_dropout=0.1, label_smoothing=0.2, warmup_steps=7, decode_beam_size=2),
-        data,
-        source,
-    )
+    # What may differ: the dropout rates (the schedule, label smoothing and decoding settings are no model fields).
+    fine_tuning.check_fits(tuned.replace(dropout=0.3, attention_dropout=0.1, activation_dropout=0.1), data, source)
 
 
 def test_tft_train_refuses_a_vocabulary_flag_that_asks_for_another_vocabulary(source_dir, corpora, tmp_path):

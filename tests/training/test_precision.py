@@ -79,8 +79,9 @@ def test_mixed_bfloat16_training_reaches_the_float32_validation_loss(tmp_path, s
     # One layer a side with a short warm-up: it learns within the 20 steps (each train() call costs mostly its
     # trace, which grows with the layers).
     model = tft.TransformerConfig.from_preset("tiny").replace(
-        d_model=32, d_ff=64, num_encoder_layers=1, num_decoder_layers=1, dropout=0.0, warmup_steps=100
+        d_model=32, d_ff=64, num_encoder_layers=1, num_decoder_layers=1, dropout=0.0
     )
+    training = {**tft.Recipe.load("tiny").training, "warmup_steps": 100}
     data = DataConfig(
         dataset="files", train_source=str(small_corpus["train_en"]), train_target=str(small_corpus["train_de"]),
         valid_source=str(small_corpus["valid_en"]), valid_target=str(small_corpus["valid_de"]), vocab_size=500,
@@ -88,7 +89,8 @@ def test_mixed_bfloat16_training_reaches_the_float32_validation_loss(tmp_path, s
     )  # fmt: skip
     runs = {}
     for policy in ("float32", "mixed_bfloat16"):
-        settings = dict(train_steps=20, checkpoint_every=20, seed=1, deterministic=True, mixed_precision=policy)
+        settings = dict(train_steps=20, checkpoint_every=20, seed=1, deterministic=True, mixed_precision=policy,
+                        **training)  # fmt: skip
         runs[policy] = train(model, data, TrainConfig(model_dir=str(tmp_path / policy), **settings))
         assert keras.config.dtype_policy().name == "float32"  # the caller's global policy is given back
         # deterministic=True is process-wide in TensorFlow; the caller's setting (off) is given back too, so
@@ -109,6 +111,6 @@ def test_mixed_bfloat16_training_reaches_the_float32_validation_loss(tmp_path, s
     )
     # The variables are float32 under either policy, so a restart may train in another precision ("auto" may
     # resolve differently on other hardware).
-    settings = dict(train_steps=22, checkpoint_every=2, seed=1, mixed_precision="float32")
+    settings = dict(train_steps=22, checkpoint_every=2, seed=1, mixed_precision="float32", **training)
     resumed = train(model, data, TrainConfig(model_dir=str(tmp_path / "mixed_bfloat16"), **settings))
     assert (resumed.start_step, resumed.step) == (20, 22)

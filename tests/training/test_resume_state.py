@@ -18,6 +18,7 @@ from tf_transformer.training.run_data import _saved_report
 MODEL = tft.TransformerConfig.from_preset("tiny").replace(
     d_model=32, d_ff=64, num_encoder_layers=1, num_decoder_layers=1, dropout=0.1
 )
+TRAINING = tft.Recipe.load("tiny").training  # the preset's schedule and label smoothing
 STEPS = 40
 
 
@@ -49,7 +50,7 @@ def run(model_dir, data, train_steps, vocabulary):
         shutil.copytree(vocabulary, model_dir / "vocab")
     return train(
         MODEL, data, TrainConfig(model_dir=str(model_dir), train_steps=train_steps, checkpoint_every=10, seed=1,
-                                 deterministic=True),
+                                 deterministic=True, **TRAINING),
     )  # fmt: skip
 
 

@@ -31,6 +31,7 @@ from tf_transformer.training.trainer import _check_settings
 MODEL = tft.TransformerConfig.from_preset("tiny").replace(
     d_model=32, d_ff=64, num_encoder_layers=1, num_decoder_layers=1, dropout=0.0
 )
+TRAINING = tft.Recipe.load("tiny").training  # the preset's schedule and label smoothing
 
 
 def data_config(corpus, **changes):
@@ -54,12 +55,13 @@ import json, pathlib, sys
 import tf_transformer as tft
 from tf_transformer.data import DataConfig
 from tf_transformer.training import TrainConfig, train
+training = tft.Recipe.load("tiny").training
 model_config, data_config = tft.TransformerConfig.from_json(sys.argv[1]), DataConfig.from_json(sys.argv[2])
 summary = {}
 for strategy in ("one_device", "mirrored"):
     result = train(model_config, data_config, TrainConfig(
         model_dir=str(pathlib.Path(sys.argv[3]) / strategy), train_steps=12, checkpoint_every=4, strategy=strategy,
-        num_cpu_devices=2, seed=1, deterministic=True))
+        num_cpu_devices=2, seed=1, deterministic=True, **training))
     summary[strategy] = {"loss": result.history["loss"], "val_loss": result.history["val_loss"],
                          "replicas": result.replicas}
 import tensorflow as tf
@@ -102,7 +104,9 @@ def test_one_model_dir_through_a_time_limit_other_settings_a_divergence_and_the_
     that keeps the last good checkpoint, and the same command going on to the end."""
     data = data_config(small_corpus)
     # A limit already passed when training starts: the first step ends the run.
-    limited = TrainConfig(model_dir=str(tmp_path), train_steps=4, checkpoint_every=2, seed=1, time_limit_minutes=1e-6)
+    limited = TrainConfig(
+        model_dir=str(tmp_path), train_steps=4, checkpoint_every=2, seed=1, time_limit_minutes=1e-6, **TRAINING
+    )
     first = train(MODEL, data, limited)
     assert (first.status, first.start_step, first.step) == ("time_limit", 0, 1)
     assert first.checkpoint.endswith("ckpt-1")
@@ -127,9 +131,11 @@ def test_one_model_dir_through_a_time_limit_other_settings_a_divergence_and_the_
 
     # Resuming with a learning rate this high blows the weights up within a few updates (no checkpoint in between
     # here); a longer train_steps passes the restart check (training longer is allowed).
-    exploding = MODEL.replace(learning_rate_scale=1e6, warmup_steps=1)
+    exploding = limited.replace(
+        train_steps=40, checkpoint_every=100, time_limit_minutes=60.0, learning_rate_scale=1e6, warmup_steps=1
+    )
     with pytest.raises(TrainingDiverged, match="NaN or infinite.*last good checkpoint.*ckpt-1.*Fix"):
-        train(exploding, data, limited.replace(train_steps=40, checkpoint_every=100, time_limit_minutes=60.0))
+        train(MODEL, data, exploding)
     latest = tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
     assert latest.endswith("ckpt-1")
     reader = tf.train.load_checkpoint(latest)
@@ -194,7 +200,8 @@ def test_stop_signals_record_the_first_signal_then_give_the_handlers_back():
 def test_a_recorded_signal_saves_after_the_step_in_progress_and_raises(tmp_path):
     config = synthetic_task_config(num_encoder_layers=1, num_decoder_layers=1)
     model = tft.Transformer(config)
-    model.compile(optimizer=make_optimizer(config), loss=tft.MaskedCrossEntropy(0.0, config.pad_id))
+    optimizer = make_optimizer(config.d_model, warmup_steps=200)  # the synthetic task's schedule
+    model.compile(optimizer=optimizer, loss=tft.MaskedCrossEntropy(0.0, config.pad_id))
     manager = tf.train.CheckpointManager(
         tf.train.Checkpoint(model=model, optimizer=model.optimizer), str(tmp_path / "checkpoints"), max_to_keep=2
     )
@@ -213,7 +220,8 @@ def test_checkpoints_stay_on_the_multiples_after_a_resume_mid_period(tmp_path):
     # A signal's checkpoint (step 3 here) shifts the resumed run's epochs; the saves must not shift with them.
     config = synthetic_task_config(num_encoder_layers=1, num_decoder_layers=1)
     model = tft.Transformer(config)
-    model.compile(optimizer=make_optimizer(config), loss=tft.MaskedCrossEntropy(0.0, config.pad_id))
+    optimizer = make_optimizer(config.d_model, warmup_steps=200)  # the synthetic task's schedule
+    model.compile(optimizer=optimizer, loss=tft.MaskedCrossEntropy(0.0, config.pad_id))
     model.build()
     model.optimizer.build(model.trainable_variables)
     model.optimizer.iterations.assign(3)
@@ -230,7 +238,8 @@ def test_checkpoints_stay_on_the_multiples_after_a_resume_mid_period(tmp_path):
 def test_the_time_limit_stops_after_the_step_that_passes_it_and_saves_there(tmp_path):
     config = synthetic_task_config(num_encoder_layers=1, num_decoder_layers=1)
     model = tft.Transformer(config)
-    model.compile(optimizer=make_optimizer(config), loss=tft.MaskedCrossEntropy(0.0, config.pad_id))
+    optimizer = make_optimizer(config.d_model, warmup_steps=200)  # the synthetic task's schedule
+    model.compile(optimizer=optimizer, loss=tft.MaskedCrossEntropy(0.0, config.pad_id))
     step = model.optimizer.iterations
     manager = tf.train.CheckpointManager(
         tf.train.Checkpoint(model=model, optimizer=model.optimizer), str(tmp_path / "checkpoints"), max_to_keep=5
@@ -255,8 +264,8 @@ def test_subword_sampling_is_refused_where_batches_must_repeat(tmp_path, small_c
     train_config = TrainConfig(model_dir=str(tmp_path / "run"), train_steps=2, seed=1)
     data = data_config(small_corpus, deterministic=deterministic)
     with pytest.raises(ConfigError, match="^subword_nbest_size: .*takes no seed. Fix: pass --override=subword_nbest"):
-        _check_settings(MODEL.replace(subword_nbest_size=64), data, train_config, multi_worker=multi_worker)
-    _check_settings(MODEL.replace(subword_nbest_size=1), data, train_config, multi_worker=multi_worker)  # 1: off
+        _check_settings(MODEL, data.replace(subword_nbest_size=64), train_config, multi_worker=multi_worker)
+    _check_settings(MODEL, data.replace(subword_nbest_size=1), train_config, multi_worker=multi_worker)  # 1: off
 
 
 def test_a_run_with_subword_sampling_trains_and_its_training_tokenizer_samples(tmp_path, small_corpus):
@@ -267,20 +276,20 @@ def test_a_run_with_subword_sampling_trains_and_its_training_tokenizer_samples(t
     data = data_config(small_corpus, deterministic=False, valid_source=str(small_corpus["valid_en"]),
                        valid_target=str(small_corpus["valid_de"]))  # fmt: skip
     result = train(
-        MODEL.replace(subword_nbest_size=-1, subword_alpha=0.1),
-        data,
-        TrainConfig(model_dir=str(tmp_path / "sampled"), train_steps=4, checkpoint_every=4, seed=1),
+        MODEL,
+        data.replace(subword_nbest_size=-1, subword_alpha=0.1),
+        TrainConfig(model_dir=str(tmp_path / "sampled"), train_steps=4, checkpoint_every=4, seed=1, **TRAINING),
     )
     assert result.status == "completed" and result.step == 4 and np.isfinite(result.history["val_loss"][-1])
     # The run trained on sampled cuts: the same run on the one best cut (same seed, vocabulary, batches' order)
     # ends with other weights. (Without sampling, two such runs end with the same weights.)
     shutil.copytree(tmp_path / "sampled" / "vocab", tmp_path / "best_cut" / "vocab")
     best_cut = train(MODEL, data, TrainConfig(model_dir=str(tmp_path / "best_cut"), train_steps=4, checkpoint_every=4,
-                                              seed=1))  # fmt: skip
+                                              seed=1, **TRAINING))  # fmt: skip
     assert best_cut.step == 4 and best_cut.weights_digest != result.weights_digest
     tokenizer = Tokenizer.from_directory(tmp_path / "sampled" / "vocab")
-    assert _training_tokenizer(tokenizer, MODEL) is tokenizer  # off: the one best cut
-    sampling = _training_tokenizer(tokenizer, MODEL.replace(subword_nbest_size=-1, subword_alpha=0.1))
+    assert _training_tokenizer(tokenizer, data) is tokenizer  # off: the one best cut
+    sampling = _training_tokenizer(tokenizer, data.replace(subword_nbest_size=-1, subword_alpha=0.1))
     sentence = "Two young, White males are outside near many bushes."
     cuts = {tuple(sampling.tokenize(sentence).numpy().tolist()) for _ in range(10)}
     assert len(cuts) > 1  # a new cut on (nearly) every call

@@ -23,6 +23,7 @@ from tf_transformer.training.validation_bleu import ValidationBleu, read_best_bl
 MODEL = tft.TransformerConfig.from_preset("tiny").replace(
     d_model=16, d_ff=32, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, max_length=48, dropout=0.0
 )
+TRAINING = tft.Recipe.load("tiny").training  # the preset's schedule and label smoothing
 SENTENCES = 12
 
 
@@ -63,7 +64,7 @@ def trained(tmp_path_factory, small_corpus):
     # in mixed_bfloat16 (what "auto" picks on CPUs with AVX-512 BF16) would not match to 1e-4 BLEU.
     train_config = TrainConfig(
         model_dir=str(model_dir), train_steps=4, checkpoint_every=2, validation_batches=1, bleu_every=2,
-        bleu_sentences=SENTENCES, seed=1, mixed_precision="float32",
+        bleu_sentences=SENTENCES, seed=1, mixed_precision="float32", **TRAINING,
     )  # fmt: skip
     result = train(MODEL, data_config(small_corpus), train_config)
     return model_dir, result

@@ -12,7 +12,7 @@ from absl import flags
 from tf_transformer.checkpoint_files import check_latest_checkpoint
 from tf_transformer.cli import check_weights_flags
 from tf_transformer.decoding.settings import (
-    DEFAULTS, METHODS, DecodingSettings, check_settings, command_settings, describe,
+    DEFAULTS, JSON_SETTINGS, METHODS, DecodingSettings, check_settings, command_settings, describe,
 )  # fmt: skip
 from tf_transformer.model_dir import check_model_dir
 from tf_transformer.quantization import MODES as QUANTIZE_MODES
@@ -48,11 +48,6 @@ NO_REPEAT_NGRAM_SIZE = flags.DEFINE_integer(
     f"Forbid any repeated N-gram of output pieces; 0: off (default: decoding.json's, else "
     f"{DEFAULTS['no_repeat_ngram_size']}).",
 )  # fmt: skip
-# Flag -> decoding.json key.
-_SETTING_FLAGS = {
-    "beam_size": BEAM_SIZE, "length_penalty": LENGTH_PENALTY, "method": METHOD, "average_last": AVERAGE_LAST,
-    "no_repeat_ngram_size": NO_REPEAT_NGRAM_SIZE, "max_decode_length": MAX_DECODE_LENGTH,
-}  # fmt: skip
 
 
 def check_checkpoint_flags() -> None:
@@ -67,7 +62,8 @@ def check_flag_values() -> None:
 
 
 def _given() -> dict:
-    return {name: flag.value for name, flag in _SETTING_FLAGS.items() if flags.FLAGS[flag.name].present}
+    """The decoding.json settings the user gave as flags (each key has the flag of its name)."""
+    return {name: flags.FLAGS[name].value for name in JSON_SETTINGS if flags.FLAGS[name].present}
 
 
 def settings(model_dir: str, **others) -> DecodingSettings:

@@ -23,19 +23,20 @@ import os
 from absl import app, flags
 
 from tf_transformer.cli import exit_on, run_binary
-from tf_transformer.config import ConfigError, TransformerConfig
+from tf_transformer.config import ConfigError
 from tf_transformer.data.config import DataConfig  # imports no TensorFlow, unlike build_vocabulary
 from tf_transformer.data.errors import DataError
 from tf_transformer.data.text_files import inspect_parallel_files
+from tf_transformer.recipe import Recipe
 
 _DEFAULTS = DataConfig()
 _DATA_CONFIG = flags.DEFINE_string("data_config", None, "A DataConfig JSON file; flags given explicitly override it.")
 _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where to write the vocabulary (created if missing).")
 # As tft-train's: its model config's vocab_size is the size of the vocabulary it builds.
 _CONFIG = flags.DEFINE_string(
-    "config", "base", "The model config (a preset name or a JSON file) whose vocab_size is the default size."
+    "config", "base", "The recipe (a preset name or a JSON file) whose model's vocab_size is the default size."
 )
-_OVERRIDE = flags.DEFINE_multi_string("override", [], "field=value changes to the model config (repeatable).")
+_OVERRIDE = flags.DEFINE_multi_string("override", [], "field=value changes to the recipe (repeatable).")
 flags.DEFINE_string("dataset", _DEFAULTS.dataset, "'files', 'multi30k' or 'tfds:<name>'.")
 for _name in ("train_source", "train_target"):
     flags.DEFINE_string(_name, None, "Training file, plain or gzip, one sentence a line (dataset 'files').")
@@ -79,7 +80,7 @@ def data_config_from_flags() -> DataConfig:
     given = {name: FLAGS[name].value for name in _CONFIG_FLAGS if FLAGS[name].present or not _DATA_CONFIG.value}
     model_config_given = FLAGS["config"].present or FLAGS["override"].present
     if not FLAGS["vocab_size"].present and (model_config_given or not _DATA_CONFIG.value):
-        given["vocab_size"] = TransformerConfig.load(_CONFIG.value, _OVERRIDE.value).vocab_size
+        given["vocab_size"] = Recipe.load(_CONFIG.value).with_overrides(_OVERRIDE.value).model.vocab_size
     fields = {field.name for field in dataclasses.fields(DataConfig)}
     return DataConfig.from_dict({**base, **{k: v for k, v in given.items() if k in fields}})
 

@@ -4,8 +4,9 @@
 
 Multi30k (the default --dataset) from --data_dir, English to German; without --data_dir it is downloaded once.
 
-Flags build three configs (model, data, training), saved as JSON in --model_dir; everything else happens
-in `tf_transformer.training.train`.
+--config names a recipe (`tf_transformer.recipe.Recipe`: the model config and its training, subword and decoding
+settings) and --override changes any of its settings; the flags build the data and training configs around it.
+The configs are saved as JSON in --model_dir; everything else happens in `tf_transformer.training.train`.
 """
 
 import dataclasses
@@ -15,18 +16,21 @@ import sys
 from absl import flags
 
 from tf_transformer.cli import exit_on, run_binary
-from tf_transformer.config import ConfigError, TransformerConfig
+from tf_transformer.config import ConfigError
 from tf_transformer.data.config import DataConfig
 from tf_transformer.data.errors import DataError, VocabularyInterrupted
 from tf_transformer.data.text_files import inspect_parallel_files
 from tf_transformer.errors import CheckpointError, PeerWorkerLost, TrainingDiverged, TrainingInterrupted
+from tf_transformer.recipe import Recipe
 from tf_transformer.training.train_config import BUDGET_SCHEDULES, PRECISIONS, STRATEGIES, TrainConfig
 
-# Model.
+# The recipe: model, training, subword and decoding settings.
 _CONFIG = flags.DEFINE_string(
-    "config", "base", "A preset name (tiny, base, big, ...) or a JSON config file (with --init_from: the source's)."
+    "config", "base", "A preset name (tiny, base, big, ...) or a JSON recipe file (with --init_from: the source's)."
 )
-_OVERRIDE = flags.DEFINE_multi_string("override", [], "field=value changes to the model config (repeatable).")
+_OVERRIDE = flags.DEFINE_multi_string(
+    "override", [], "field=value changes to the recipe: a model, training, subword or decode_* field (repeatable)."
+)
 # Data: None leaves the DataConfig default.
 _DATASET = flags.DEFINE_string("dataset", None, 'Data source: "files", "multi30k" or "tfds:<name>".')
 _TRAIN_SOURCE = flags.DEFINE_string("train_source", None, "Training source sentences, one a line (plain or gzip).")
@@ -136,13 +140,15 @@ _DATA_FLAGS = {
 
 
 def configs(init_from=None):
-    """(model_config, data_config, train_config) of the flags, and of `init_from` (a fine-tuning's defaults from
-    `init_from_defaults`) where given; each config checks its values (ConfigError)."""
+    """(model_config, data_config, train_config, decoding settings) of the flags, and of `init_from` (a
+    fine-tuning's defaults from `init_from_defaults`) where given; each config checks its values (ConfigError)."""
     if init_from is not None and not flags.FLAGS["config"].present:
-        model_config = init_from.model_config  # the source's, with the fine-tuning schedule
+        recipe = init_from.recipe  # the source's, with the fine-tuning schedule
     else:
-        model_config = TransformerConfig.load(_CONFIG.value, _OVERRIDE.value)
-    data_values = {name: flag.value for name, flag in _DATA_FLAGS.items() if flag.value is not None}
+        recipe = Recipe.load(_CONFIG.value).with_overrides(_OVERRIDE.value)
+    model_config = recipe.model
+    data_values = {**recipe.data}
+    data_values.update({name: flag.value for name, flag in _DATA_FLAGS.items() if flag.value is not None})
     if init_from is not None:  # the vocabulary comes from --init_from; a --vocab_* flag that differs is refused
         data_values.setdefault("vocab_type", init_from.vocab_type)
         data_values.setdefault("vocab_size", init_from.vocab_size)
@@ -161,9 +167,9 @@ def configs(init_from=None):
         jit_compile=_JIT_COMPILE.value, log_every=_LOG_EVERY.value,
         validation_batches=_VALIDATION_BATCHES.value, bleu_every=_BLEU_EVERY.value,
         bleu_sentences=_BLEU_SENTENCES.value, bleu_beam_size=_BLEU_BEAM_SIZE.value, keep_best=_KEEP_BEST.value,
-        seed=_SEED.value, deterministic=_DETERMINISTIC.value, init_from=_INIT_FROM.value,
+        seed=_SEED.value, deterministic=_DETERMINISTIC.value, init_from=_INIT_FROM.value, **recipe.training,
     )  # fmt: skip
-    return model_config, data_config, train_config
+    return model_config, data_config, train_config, recipe.decoding
 
 
 def check_flags():

@@ -72,7 +72,17 @@ class DataConfig(JsonConfig):
         seed: seeds shuffling and vocabulary sampling; None: random shuffles (sampling uses 0).
         deterministic: identical batches on every run: sets `tf.data.Options.deterministic` and seeds the
             shuffle with `seed`, or 0 when `seed` is None. Slower than the default.
+        subword_nbest_size, subword_alpha: subword regularization (Kudo 2018): the training pairs are cut into
+            pieces sampled anew each time they are read, from the `subword_nbest_size` best segmentations of the
+            SentencePiece vocabulary (-1: all of them), with probabilities raised to `subword_alpha` (lower:
+            flatter, more varied). 0 (the default) cuts them the one best way, as validation, translation and
+            export always do. Needs a SentencePiece vocabulary, and neither `deterministic` batches nor
+            multi-worker training (tf-text's sampling takes no seed).
     """
+
+    # Subword sampling: part of a preset's recipe (`tf_transformer.recipe`; tft-train has no flags for it), and the
+    # fields a restart may change (every other field must stay that of the run's data_config.json).
+    SUBWORD_FIELDS = ("subword_nbest_size", "subword_alpha")
 
     dataset: str = "multi30k"
     train_source: Optional[str] = None
@@ -99,6 +109,8 @@ class DataConfig(JsonConfig):
     shuffle_buffer: int = 10_000
     seed: Optional[int] = None
     deterministic: bool = False
+    subword_nbest_size: int = 0
+    subword_alpha: float = 0.1
 
     def __post_init__(self):
         for name in _PATH_FIELDS:
@@ -185,6 +197,11 @@ class DataConfig(JsonConfig):
             )
         if self.seed is not None and not 0 <= self.seed < 2**31:
             raise ConfigError(f"seed: must be in [0, 2**31) or null, got {self.seed}. Fix: use e.g. seed=0.")
+        if self.samples_subwords and self.subword_alpha <= 0:
+            raise ConfigError(
+                f"subword_alpha: must be positive when subword_nbest_size samples, got {self.subword_alpha}. "
+                "Fix: use e.g. subword_alpha=0.1, or subword_nbest_size=0 to turn sampling off."
+            )
 
     # ----------------------------------------------------------------------------------------- derived
 
@@ -192,6 +209,11 @@ class DataConfig(JsonConfig):
     def tfds_name(self) -> Optional[str]:
         """The TFDS builder name of a "tfds:<name>" dataset, else None."""
         return self.dataset[len("tfds:") :] if self.dataset.startswith("tfds:") else None
+
+    @property
+    def samples_subwords(self) -> bool:
+        """Whether training samples its subword segmentations (`subword_nbest_size` other than 0 and 1)."""
+        return self.subword_nbest_size not in (0, 1)
 
     @property
     def shuffle_seed(self) -> Optional[int]:

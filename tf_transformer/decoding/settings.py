@@ -11,8 +11,8 @@ and the tuning take one value and check nothing themselves. Two default sets, ea
   on out-of-domain input (docs/decoding.md, "Repetition guard and length cap"): no repeated 4-gram of pieces,
   at most 1.5 x the source length + 10 tokens.
 
-`tft-train` writes MODEL_DIR/decoding.json from the model config's `decode_*` fields: {"beam_size",
-"length_penalty", "method", "average_last", "no_repeat_ngram_size", "max_decode_length"}. `tft-translate`,
+`tft-train` writes MODEL_DIR/decoding.json (keys: `JSON_SETTINGS`) from its recipe's decoding settings (a preset's
+"decoding" section, `--override=decode_<key>=...`; `tf_transformer.recipe`). `tft-translate`,
 `tft-evaluate`, `tft-export` and `tft-plot-attention` read it: a flag the user gives wins, then decoding.json,
 then `COMMAND_DEFAULTS`; a model directory without the file (an older run), or a key missing from it, decodes
 with the defaults. Imports no TensorFlow (the commands build and check the settings before TensorFlow starts).
@@ -29,15 +29,15 @@ import re
 from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple, Union
 
 from tf_transformer.files import write_atomically
-from tf_transformer.model_dir import CONFIG_FILE, DECODING_FILE
+from tf_transformer.model_dir import CONFIG_FILE, DECODING_FILE, DECODING_RECORD, TRAIN_CONFIG_FILE
 
 METHODS = ("beam", "greedy", "sample")
 # `max_decode_length` values: N (the most output tokens) or Ax+B (A times the source length plus B).
 _RELATIVE_LENGTH = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)?\s*x\s*(?:\+\s*(\d+))?\s*$")
 MAX_DECODE_LENGTH_FORMS = "N (at most N output tokens) or Ax+B (A times the source length plus B, e.g. 1.5x+10)"
-# The settings decoding.json (and the model config's `decode_*` fields) hold.
+# The settings decoding.json holds: the one list of its keys.
 JSON_SETTINGS = ("beam_size", "length_penalty", "method", "average_last", "no_repeat_ngram_size", "max_decode_length")
-# TransformerConfig field -> decoding.json key.
+# A recipe's flat name of each (`--override=decode_beam_size=6`; release 0.1's model-config field) -> its key.
 CONFIG_FIELDS = {f"decode_{name}": name for name in JSON_SETTINGS}
 # The paper's output length allowance: a sentence gets at most its source length + this many tokens, EOS included.
 EXTRA_DECODE_LENGTH = 50
@@ -217,13 +217,6 @@ class DecodingSettings:
         """The settings decoding.json holds, as a dict in its key order."""
         return {name: getattr(self, name) for name in JSON_SETTINGS}
 
-    @classmethod
-    def from_config(cls, config, **others) -> "DecodingSettings":
-        """The settings a model config's `decode_*` fields give (a `TransformerConfig` or a config.json dict;
-        `COMMAND_DEFAULTS` for absent fields), with `others` (e.g. n_best=2) replaced."""
-        return dataclasses.replace(COMMAND_DEFAULTS, **{**settings_of_config(config), **others})
-
-
 # The paper's decoding: the library's defaults.
 PAPER = DecodingSettings()
 # The commands' and decoding.json's: the paper's with the guards against loops (see the module docstring).
@@ -274,27 +267,35 @@ def read_decoding_json(model_dir: PathLike) -> Optional[Dict[str, Any]]:
     return check_settings(values, str(path))
 
 
-def settings_of_config(config) -> Dict[str, Any]:
-    """The decoding settings a `TransformerConfig` (or a config.json dict) holds; defaults for absent fields."""
-    values = config if isinstance(config, Mapping) else {field: getattr(config, field) for field in CONFIG_FIELDS}
-    return {name: values.get(field, DEFAULTS[name]) for field, name in CONFIG_FIELDS.items()}
-
-
-def update_decoding_json(model_dir: PathLike, config) -> bool:
-    """Writes MODEL_DIR/decoding.json from the model config `config`, unless the file exists and the config
-    sets what the model directory's current config.json set (so a resumed run keeps a hand edit or a tuned
-    length penalty, while a run that changes a `decode_*` field rewrites it). Call it before config.json is
-    rewritten, from the chief only. True when it wrote the file."""
+def recorded_settings(model_dir: PathLike) -> Optional[Dict[str, Any]]:
+    """The decoding.json settings the latest start of the model directory's run was given: train_config.json's
+    "decoding" record, else (a run of release 0.1) its config.json's `decode_*` fields, defaults for absent ones;
+    None when neither file holds them."""
     model_dir = pathlib.Path(model_dir)
-    settings = settings_of_config(config)
-    if (model_dir / DECODING_FILE).is_file():
+    for name in (TRAIN_CONFIG_FILE, CONFIG_FILE):
         try:
-            previous = settings_of_config(json.loads((model_dir / CONFIG_FILE).read_text(encoding="utf-8")))
+            values = json.loads((model_dir / name).read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            previous = None
-        if previous == settings:
-            return False
-    write_atomically(model_dir / DECODING_FILE, json.dumps(settings, indent=2) + "\n")
+            continue
+        if not isinstance(values, dict):
+            continue
+        if name == TRAIN_CONFIG_FILE and isinstance(values.get(DECODING_RECORD), dict):
+            return {**DEFAULTS, **values[DECODING_RECORD]}
+        if name == CONFIG_FILE and any(field in values for field in CONFIG_FIELDS):
+            return {key: values.get(field, DEFAULTS[key]) for field, key in CONFIG_FIELDS.items()}
+    return None
+
+
+def update_decoding_json(model_dir: PathLike, settings: DecodingSettings) -> bool:
+    """Writes MODEL_DIR/decoding.json from `settings`, the decoding settings a training run was given, unless the
+    file exists and they are what the run's latest start was given (`recorded_settings`): a resumed run keeps a hand
+    edit or a tuned length penalty, while a run that changes a setting rewrites it. Call it before train_config.json
+    records `settings`, from the chief only. True when it wrote the file."""
+    model_dir = pathlib.Path(model_dir)
+    values = require_settings(settings).json_settings()
+    if (model_dir / DECODING_FILE).is_file() and recorded_settings(model_dir) == values:
+        return False
+    write_atomically(model_dir / DECODING_FILE, json.dumps(values, indent=2) + "\n")
     return True
 
 

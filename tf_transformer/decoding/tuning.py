@@ -14,17 +14,18 @@ from tf_transformer.checkpoints import load_translation_model
 from tf_transformer.data.config import DataConfig
 from tf_transformer.data.sources import open_corpus
 from tf_transformer.decoding.settings import (
+    DEFAULTS,
     PAPER,
     TUNED_LENGTH_PENALTIES,
     DecodingSettings,
     read_decoding_json,
+    recorded_settings,
     require_settings,
-    settings_of_config,
 )
 from tf_transformer.decoding.text import translate_texts
 from tf_transformer.evaluation import score_translations
 from tf_transformer.files import write_atomically
-from tf_transformer.model_dir import CONFIG_FILE, DATA_CONFIG_FILE, DECODING_FILE
+from tf_transformer.model_dir import DATA_CONFIG_FILE, DECODING_FILE
 
 logger = logging.getLogger("tf_transformer")
 
@@ -42,8 +43,8 @@ def tune_length_penalty(
     """Translates the validation split of `model_dir` (its data_config.json's) once per length penalty with beam
     search, keeps the one with the best BLEU (lowercased when the model's vocabulary lowercases; ties: the first in
     `length_penalties`) and writes it into MODEL_DIR/decoding.json, the other settings kept (from the file, else
-    from config.json). The other decoding settings are `settings`' (a beam search `DecodingSettings`; tft-evaluate
-    passes decoding.json's); its average_last, or `checkpoint`, chooses the weights.
+    those the run was given). The other decoding settings are `settings`' (a beam search `DecodingSettings`;
+    tft-evaluate passes decoding.json's); its average_last, or `checkpoint`, chooses the weights.
 
     Example:
 
@@ -78,8 +79,8 @@ def tune_length_penalty(
         logger.info("Length penalty %g: BLEU %.2f on %d validation sentences", value, bleu[value], len(sources))
     best = max(bleu, key=lambda value: bleu[value])  # the first of equal ones
     settings = read_decoding_json(model_dir)
-    if settings is None:  # a run from before decoding.json: start from its config
-        settings = settings_of_config(json.loads((model_dir / CONFIG_FILE).read_text(encoding="utf-8")))
+    if settings is None:  # a run from before decoding.json: start from what it was given
+        settings = recorded_settings(model_dir) or DEFAULTS
     settings = {**settings, "length_penalty": best}
     write_atomically(model_dir / DECODING_FILE, json.dumps(settings, indent=2) + "\n")
     return {

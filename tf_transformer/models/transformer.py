@@ -52,8 +52,8 @@ class Transformer(keras.Model):
 
     Training data is `((source_ids, target_input_ids), target_output_ids)`:
 
-        model.compile(optimizer=tft.make_optimizer(config),
-                      loss=tft.MaskedCrossEntropy(config.label_smoothing), metrics=[tft.MaskedAccuracy()])
+        model.compile(optimizer=tft.make_optimizer(config.d_model, warmup_steps=4000),
+                      loss=tft.MaskedCrossEntropy(label_smoothing=0.1), metrics=[tft.MaskedAccuracy()])
         model.fit(dataset)
 
     Reference: Vaswani et al., 2017, https://arxiv.org/abs/1706.03762

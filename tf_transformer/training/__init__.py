@@ -5,7 +5,6 @@ from tf_transformer._lazy import lazy_attributes
 # Imported on first use (PEP 562; see tf_transformer/_lazy.py): public name -> its module.
 _LAZY = {
     "configure_devices": "tf_transformer.training.trainer",
-    "make_loss": "tf_transformer.training.optimizer",
     "make_optimizer": "tf_transformer.training.optimizer",
     "MaskedAccuracy": "tf_transformer.training.metrics",
     "MaskedCrossEntropy": "tf_transformer.training.losses",
@@ -27,7 +26,6 @@ __all__ = [
     "MaskedCrossEntropy",
     "MaskedAccuracy",
     "make_optimizer",
-    "make_loss",
     "synthetic_task_config",
     "train_synthetic_task",
     "TrainConfig",

@@ -17,14 +17,15 @@ How (`FitToBudget`, a Keras callback, and `BudgetSchedule` in schedule.py):
    were slower than predicted and the end would come after the deadline, it moves to the last step the time left
    holds (the decay then steepens; `StopAtTimeLimit` still stops the run if the clock runs out first).
 
-4. Dropout (optional, the model config's `dropout_by_epochs`): at the first prediction of a segment (at the start
-   for a plan that ends at `train_steps`) the planned end in epochs (times the model's size over the size the rule
-   was measured on, `dropout_rule_parameters`) chooses the dropout, which then stays for the
+4. Dropout (optional, the training config's `dropout_by_epochs`): at the first prediction of a segment (at the
+   start for a plan that ends at `train_steps`) the planned end in epochs (times the model's size over the size the
+   rule was measured on, `dropout_rule_parameters`) chooses the dropout, which then stays for the
    whole segment: the model's dropout layers are set and the training function traced again (once, a few
-   seconds, kept out of the step timing). Before that choice the first steps train at the config's `dropout`.
-   With the config's `initial_dropout_fraction` > 0, the segment's first steps (that share of its planned steps,
-   fixed at the same first prediction) train at `initial_dropout` instead, from its first step, and the chosen
-   dropout starts at `dropout_from_step` (one more trace there): late dropout (0 first), or early dropout.
+   seconds, kept out of the step timing). Before that choice the first steps train at the model config's
+   `dropout`. With the training config's `initial_dropout_fraction` > 0, the segment's first steps (that share of
+   its planned steps, fixed at the same first prediction) train at `initial_dropout` instead, from its first step,
+   and the chosen dropout starts at `dropout_from_step` (one more trace there): late dropout (0 first), or early
+   dropout.
 
 The plan is a `BudgetPlan`, written into `train_config.json` (key "budget") and logged at every change.
 
@@ -81,10 +82,10 @@ class BudgetPlan:
         decay_start: the step the linear decay starts at; None while calibrating.
         frozen: True once the decay has started, or when a restart continues the plan: no more predictions.
         epochs: the planned end in epochs when the dropout was chosen; None: not chosen (yet).
-        dropout: the dropout chosen for those epochs (the model config's `dropout_by_epochs`); None: the config's
-            `dropout`.
+        dropout: the dropout chosen for those epochs (the training config's `dropout_by_epochs`); None: the model
+            config's `dropout`.
         dropout_from_step: the steps after this one train at `dropout`, the segment's steps up to it at the
-            config's `initial_dropout`; None: `dropout` from the segment's start.
+            training config's `initial_dropout`; None: `dropout` from the segment's start.
     """
 
     time_limit_minutes: Optional[float]
@@ -225,8 +226,9 @@ def callback_for_run(plan: BudgetPlan, optimizer, model_config, train_config, st
     Args:
         plan: the run's plan (`plan_for_start`).
         optimizer: the run's optimizer (`make_optimizer(..., budget=True)`: its `budget_schedule` and step).
-        model_config: the run's `TransformerConfig`; its `dropout_by_epochs` rule, if any, chooses the dropout.
-        train_config: the run's `TrainConfig` (model_dir, time limit, steps, checkpoint period).
+        model_config: the run's `TransformerConfig` (its dropout and size, which the dropout rule reads).
+        train_config: the run's `TrainConfig` (model_dir, time limit, steps, checkpoint period; its
+            `dropout_by_epochs` rule, if any, chooses the dropout).
         steps_per_epoch: batches in an epoch of the training data (the data report's `num_batches`).
         deadline: the `time.monotonic()` reading when the time limit runs out; None without one.
 
@@ -243,17 +245,18 @@ def callback_for_run(plan: BudgetPlan, optimizer, model_config, train_config, st
     )
     path = pathlib.Path(train_config.model_dir) / TRAIN_CONFIG_FILE
     initial_dropout = None
-    if model_config.has_initial_dropout:
-        initial_dropout = (model_config.initial_dropout, model_config.initial_dropout_fraction)
+    if train_config.has_initial_dropout:
+        initial_dropout = (train_config.initial_dropout, train_config.initial_dropout_fraction)
     choose_dropout = None
-    has_rule = bool(model_config.dropout_rule())
-    if has_rule or initial_dropout:  # without a rule: the config's dropout, from its step
-        choose_dropout = model_config.dropout_for_epochs
-    if has_rule and model_config.dropout_rule_scale != 1.0:
+    has_rule = bool(train_config.dropout_rule())
+    if has_rule or initial_dropout:  # without a rule: the model config's dropout, from its step
+        choose_dropout = functools.partial(train_config.dropout_for_epochs, model_config=model_config)
+    if has_rule and train_config.dropout_rule_scale(model_config) != 1.0:
         logger.info(
             "The dropout rule reads the planned epochs x %.2f: this model's %d stack weights over the %d it was "
             "measured on (dropout_rule_parameters).",
-            model_config.dropout_rule_scale, model_config.stack_parameters, model_config.dropout_rule_parameters,
+            train_config.dropout_rule_scale(model_config), model_config.stack_parameters,
+            train_config.dropout_rule_parameters,
         )  # fmt: skip
     on_plan = functools.partial(save_plan, path)
     return FitToBudget(
@@ -281,7 +284,7 @@ class FitToBudget(keras.callbacks.Callback):
         step: the optimizer's iteration variable.
         timing: a `BudgetTiming` (the deadline, the limit, the steps, the prediction periods).
         on_plan: called with the plan whenever it changes (it saves and logs it).
-        choose_dropout: None, or the dropout for a run of a given number of epochs (the model config's
+        choose_dropout: None, or the dropout for a run of a given number of epochs (the training config's
             `dropout_for_epochs`); chosen once a segment's end is first known (needs `timing.steps_per_epoch`),
             and kept in the plan.
         initial_dropout: None, or (rate, fraction): the first `fraction` of each segment's planned steps train at

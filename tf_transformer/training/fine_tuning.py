@@ -10,7 +10,7 @@ The source is a model directory (its latest checkpoint) or a checkpoint prefix i
 `averaged_checkpoints.json` names the model directory). Only the weights come from the checkpoint: Adam's
 moments, the step, the input position and the dropout generators start afresh.
 
-The schedule (`fine_tuning_config`): the paper's warmup and inverse-square-root decay from step 0, with a short
+The schedule (`fine_tuning_recipe`): the paper's warmup and inverse-square-root decay from step 0, with a short
 warmup (`FINE_TUNING_WARMUP_STEPS`) up to the learning rate at which the source's training stopped, then decaying
 from there. This is where the source's own schedule had taken the weights (OpenNMT-tf's `--checkpoint_path`
 continues the source's step, and so that rate, too); restarting the source's full warmup would climb back to its
@@ -31,7 +31,7 @@ import pathlib
 import re
 from typing import Optional, Sequence, Tuple
 
-from tf_transformer.config import DECODE_FIELDS, ConfigError, TransformerConfig
+from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.files import write_atomically
 from tf_transformer.model_dir import (
     AVERAGED_JSON,
@@ -40,20 +40,13 @@ from tf_transformer.model_dir import (
     DATA_CONFIG_FILE,
     VOCAB_DIR,
 )
+from tf_transformer.recipe import Recipe
 
 logger = logging.getLogger("tf_transformer")
 
 # Steps of warmup of a fine-tuning run (see the module docstring): four times Adam's second-moment horizon of
 # about 50 steps (beta_2 = 0.98), 10% of the paper's 4000 and of the Multi30k recipe's 2000.
 FINE_TUNING_WARMUP_STEPS = 200
-
-# Model-config fields a fine-tuning run may set apart from its source's: regularization, the learning-rate
-# schedule and the decoding settings. Every other field (d_model, d_ff, num_heads, the layer counts, vocab_size,
-# share_embeddings, position_encoding, norm_first, activation, ...) shapes the weights or what they compute.
-FINE_TUNING_CHANGES = (
-    "dropout", "attention_dropout", "activation_dropout", "label_smoothing", "warmup_steps", "learning_rate_scale",
-    *DECODE_FIELDS,
-)  # fmt: skip
 
 _VOCAB_MARKER = "tokenizer.json"  # data.tokenizer.TOKENIZER_JSON, written last (the vocabulary is complete)
 _FIX_PATH = (
@@ -72,7 +65,8 @@ class InitSource:
         checkpoint: the checkpoint path prefix whose `model` part gives the weights.
         step: the source's optimizer step at that checkpoint (from its name `ckpt-<step>`; for an average, the
             newest averaged step), or None when the name holds none.
-        config: the source's `TransformerConfig` (its config.json, with the vocabulary's size).
+        recipe: the source's `Recipe` (`Recipe.of_model_dir`: its model config, with the vocabulary's size, and the
+            training, subword and decoding settings it was trained with).
         vocab_type: "sentencepiece" or "wordpiece" (vocab/tokenizer.json).
         vocab_size: the source vocabulary's size.
         requested_vocab_size: the size its data_config.json asked for (WordPiece may build fewer), or None.
@@ -83,7 +77,7 @@ class InitSource:
     model_dir: pathlib.Path
     checkpoint: str
     step: Optional[int]
-    config: TransformerConfig
+    recipe: Recipe
     vocab_type: str
     vocab_size: int
     requested_vocab_size: Optional[int] = None
@@ -92,6 +86,11 @@ class InitSource:
     @property
     def vocab_dir(self) -> pathlib.Path:
         return self.model_dir / VOCAB_DIR
+
+    @property
+    def config(self) -> TransformerConfig:
+        """The source's model config."""
+        return self.recipe.model
 
     def record(self) -> dict:
         """What train_config.json keeps under "initialized_from"."""
@@ -102,14 +101,14 @@ class InitSource:
         """The learning rate of the source's schedule at its step (at its peak when the step is unknown)."""
         from tf_transformer.training.schedule import WarmupSchedule
 
-        config = self.config
-        step = self.step if self.step is not None else config.warmup_steps
-        return float(WarmupSchedule(config.d_model, config.warmup_steps, config.learning_rate_scale)(step))
+        warmup_steps, scale = self.recipe.training["warmup_steps"], self.recipe.training["learning_rate_scale"]
+        step = self.step if self.step is not None else warmup_steps
+        return float(WarmupSchedule(self.config.d_model, warmup_steps, scale)(step))
 
 
-def peak_learning_rate(config: TransformerConfig) -> float:
-    """The highest rate of the config's schedule, at the end of its warmup: `scale * (d_model * warmup)**-0.5`."""
-    return config.learning_rate_scale * (config.d_model * config.warmup_steps) ** -0.5
+def peak_learning_rate(d_model: int, warmup_steps: int, learning_rate_scale: float) -> float:
+    """The highest rate of the schedule, at the end of its warmup: `scale * (d_model * warmup)**-0.5`."""
+    return learning_rate_scale * (d_model * warmup_steps) ** -0.5
 
 
 def has_checkpoints(model_dir) -> bool:
@@ -152,7 +151,7 @@ def find_init_source(init_from) -> InitSource:
         ) from None
     if model_dir is None:
         model_dir = _model_dir_of(checkpoint)
-    config, vocab_type, vocab_size, lowercase = _read_source(model_dir)
+    recipe, vocab_type, vocab_size, lowercase = _read_source(model_dir)
     requested = None
     try:
         requested = json.loads((model_dir / DATA_CONFIG_FILE).read_text(encoding="utf-8")).get("vocab_size")
@@ -160,68 +159,69 @@ def find_init_source(init_from) -> InitSource:
         pass  # informative only: the vocabulary's own size is the truth
     match = re.search(r"ckpt-(\d+)$", checkpoint)
     step = int(match.group(1)) if match else None
-    return InitSource(text, model_dir, checkpoint, step, config, vocab_type, vocab_size, requested, lowercase)
+    return InitSource(text, model_dir, checkpoint, step, recipe, vocab_type, vocab_size, requested, lowercase)
 
 
-def fine_tuning_config(source: InitSource, overrides: Sequence[str] = ()) -> TransformerConfig:
-    """The model config of a run that fine-tunes `source`: its config with `overrides` ("field=value") and the
-    fine-tuning schedule.
+def fine_tuning_recipe(source: InitSource, overrides: Sequence[str] = ()) -> Recipe:
+    """The recipe of a run that fine-tunes `source`: its recipe with `overrides` ("field=value") and the fine-tuning
+    schedule.
 
     Unless an override sets it, `warmup_steps` is `FINE_TUNING_WARMUP_STEPS`, and unless an override sets it,
     `learning_rate_scale` is chosen so that the schedule's peak, `scale * (d_model * warmup_steps)**-0.5`, is the
     rate at which the source's training stopped (`InitSource.final_learning_rate`); see the module docstring.
     """
     given = {override.partition("=")[0].strip() for override in overrides}
-    config = source.config.with_overrides(overrides)
+    recipe = source.recipe.with_overrides(overrides)
     if "warmup_steps" not in given:
-        config = config.replace(warmup_steps=FINE_TUNING_WARMUP_STEPS)
+        recipe = recipe.replace(warmup_steps=FINE_TUNING_WARMUP_STEPS)
     if "learning_rate_scale" not in given:
-        scale = source.final_learning_rate() * math.sqrt(config.d_model * config.warmup_steps)
-        config = config.replace(learning_rate_scale=float(f"{scale:.6g}"))  # a readable number in config.json
-    return config
+        scale = source.final_learning_rate() * math.sqrt(recipe.model.d_model * recipe.training["warmup_steps"])
+        recipe = recipe.replace(learning_rate_scale=float(f"{scale:.6g}"))  # a readable number in train_config.json
+    return recipe
 
 
 @dataclasses.dataclass(frozen=True)
 class InitDefaults:
     """What `tft-train --init_from` takes for the settings the user did not give (`init_from_defaults`)."""
 
-    model_config: TransformerConfig
+    recipe: Recipe
     vocab_type: str
     vocab_size: int
     lowercase: bool = False
 
 
 def init_from_defaults(init_from, model_dir, overrides: Sequence[str] = ()) -> InitDefaults:
-    """The model config and vocabulary settings of `tft-train --init_from` without `--config` or `--vocab_*`.
+    """The recipe and vocabulary settings of `tft-train --init_from` without `--config` or `--vocab_*`.
 
-    A fresh model directory: `fine_tuning_config(source, overrides)` and the source vocabulary's type and size.
-    A model directory with checkpoints of its own (the same command run again): its own config.json (with
-    `overrides`) and data_config.json's vocabulary settings, as the run started with; `init_from` is not read.
+    A fresh model directory: `fine_tuning_recipe(source, overrides)` and the source vocabulary's type and size.
+    A model directory with checkpoints of its own (the same command run again): its own recipe
+    (`Recipe.of_model_dir`, with `overrides`) and data_config.json's vocabulary settings, as the run started with;
+    `init_from` is not read.
     """
     model_dir = pathlib.Path(model_dir)
     if has_checkpoints(model_dir) and (model_dir / CONFIG_FILE).is_file():
-        config = TransformerConfig.from_json(model_dir / CONFIG_FILE, overrides)
+        recipe = Recipe.of_model_dir(model_dir).with_overrides(overrides)
         try:
             data = json.loads((model_dir / DATA_CONFIG_FILE).read_text(encoding="utf-8"))
-            return InitDefaults(config, data["vocab_type"], data["vocab_size"], bool(data.get("lowercase", False)))
+            return InitDefaults(recipe, data["vocab_type"], data["vocab_size"], bool(data.get("lowercase", False)))
         except (OSError, ValueError, KeyError, TypeError):
-            return InitDefaults(config, *_read_source(model_dir)[1:])
+            return InitDefaults(recipe, *_read_source(model_dir)[1:])
     source = find_init_source(init_from)
-    return InitDefaults(fine_tuning_config(source, overrides), source.vocab_type, source.vocab_size, source.lowercase)
+    return InitDefaults(fine_tuning_recipe(source, overrides), source.vocab_type, source.vocab_size, source.lowercase)
 
 
 def check_fits(model_config: TransformerConfig, data_config, source: InitSource) -> None:
     """Refuses a model or data config the source's weights and vocabulary do not fit, naming the field and the fix.
 
     Raises:
-        ConfigError: a model field outside `FINE_TUNING_CHANGES` differs from the source's (vocab_size may be the
-            vocabulary's size or the size its data config asked for), or the data config asks for another
-            vocabulary (`vocab_type`, `vocab_size`, `lowercase`).
+        ConfigError: a model field that shapes weights (not in `TransformerConfig.CHANGEABLE_FIELDS`) differs from
+            the source's (vocab_size may be the vocabulary's size or the size its data config asked for), or the
+            data config asks for another vocabulary (`vocab_type`, `vocab_size`, `lowercase`).
     """
     sizes = {source.vocab_size, source.requested_vocab_size} - {None}
     here, there = model_config.to_dict(), source.config.to_dict()
     # target_vocab_size: the trainer resolves the target vocabulary to the shared one.
-    ignored = {*FINE_TUNING_CHANGES, "target_vocab_size"}
+    ignored = {*TransformerConfig.CHANGEABLE_FIELDS, "target_vocab_size"}
     changed = [
         name for name in here
         if name not in ignored and here[name] != there.get(name) and not (name == "vocab_size" and here[name] in sizes)
@@ -349,11 +349,11 @@ def _model_dir_of(checkpoint: str) -> pathlib.Path:
     )
 
 
-def _read_source(model_dir: pathlib.Path) -> Tuple[TransformerConfig, str, int, bool]:
-    """The config and the vocabulary's type, size and case folding of a model directory, without loading the
+def _read_source(model_dir: pathlib.Path) -> Tuple[Recipe, str, int, bool]:
+    """The recipe and the vocabulary's type, size and case folding of a model directory, without loading the
     tokenizer."""
     try:
-        config = TransformerConfig.from_json(model_dir / CONFIG_FILE)
+        recipe = Recipe.of_model_dir(model_dir)
     except ConfigError as error:
         raise ConfigError(f"init_from: {model_dir / CONFIG_FILE} is not a valid model config ({error}).") from None
     marker = model_dir / VOCAB_DIR / _VOCAB_MARKER
@@ -365,12 +365,13 @@ def _read_source(model_dir: pathlib.Path) -> Tuple[TransformerConfig, str, int, 
             f"init_from: {model_dir / VOCAB_DIR} holds no complete vocabulary ({marker} is missing or unreadable). "
             f"{_FIX_PATH}"
         ) from None
-    if vocab_size != config.vocab_size:
+    if vocab_size != recipe.model.vocab_size:
         raise ConfigError(
             f"init_from: {marker} has {vocab_size} tokens but {model_dir / CONFIG_FILE} says vocab_size="
-            f"{config.vocab_size}. Fix: pass a model directory whose vocab/ and config.json come from one training run."
+            f"{recipe.model.vocab_size}. Fix: pass a model directory whose vocab/ and config.json come from one "
+            "training run."
         )
-    return config, vocab_type, vocab_size, _lowercases(meta)
+    return recipe, vocab_type, vocab_size, _lowercases(meta)
 
 
 def _lowercases(meta: dict) -> bool:

@@ -122,25 +122,25 @@ def _datasets(run, model_config, data, skip: int):
     data_config, train_config = run.data_config, run.train_config
     batch_multiple = math.lcm(data_config.batch_multiple, run.replicas)
     train_dataset = data_lib.make_dataset(
-        data_config, _training_tokenizer(data.tokenizer, model_config), "train", training=True,
+        data_config, _training_tokenizer(data.tokenizer, data_config), "train", training=True,
         corpus=data.train_corpus, batch_multiple=batch_multiple, skip_batches=skip,
     )  # fmt: skip
     valid_dataset = _validation_dataset(data_config, data.tokenizer, data.valid_corpus, train_config, batch_multiple)
     return train_dataset, valid_dataset
 
 
-def _training_tokenizer(tokenizer, model_config):
-    """The tokenizer of the training batches: one that samples segmentations when the model config asks for subword
+def _training_tokenizer(tokenizer, data_config):
+    """The tokenizer of the training batches: one that samples segmentations when the data config asks for subword
     regularization (`subword_nbest_size`), else the vocabulary's one best cut. Validation always cuts the one best
     way. A resumed run skips as many batches as it trained on; with sampling those batches are cut anew, so it goes
     on at about, not exactly, the pair where it stopped."""
-    if not model_config.samples_subwords:
+    if not data_config.samples_subwords:
         return tokenizer
     logger.info(
         "Subword regularization: training pairs cut into a segmentation sampled from the %s best (alpha %g).",
-        model_config.subword_nbest_size if model_config.subword_nbest_size > 0 else "all", model_config.subword_alpha,
+        data_config.subword_nbest_size if data_config.subword_nbest_size > 0 else "all", data_config.subword_alpha,
     )  # fmt: skip
-    return tokenizer.sampling(model_config.subword_nbest_size, model_config.subword_alpha)
+    return tokenizer.sampling(data_config.subword_nbest_size, data_config.subword_alpha)
 
 
 def _validation_dataset(data_config, tokenizer, valid_corpus, train_config, batch_multiple=1):

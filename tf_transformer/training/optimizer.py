@@ -1,46 +1,38 @@
-"""The paper's optimizer and loss, built from a `TransformerConfig` (Vaswani et al., 2017, sections 5.3-5.4)."""
+"""The paper's optimizer (Vaswani et al., 2017, section 5.3): Adam with the warmup learning-rate schedule."""
 
 from __future__ import annotations
 
+import numbers
+
 import keras
 
-from tf_transformer.training.losses import MaskedCrossEntropy
 from tf_transformer.training.schedule import BudgetSchedule, WarmupSchedule
 
 
-def make_optimizer(config, budget: bool = False) -> keras.optimizers.Adam:
-    """Adam with beta_1 = 0.9, beta_2 = 0.98, epsilon = 1e-9 and the paper's warmup schedule.
+def make_optimizer(
+    d_model: int, warmup_steps: int = 4000, learning_rate_scale: float = 1.0, budget: bool = False
+) -> keras.optimizers.Adam:
+    """Adam with beta_1 = 0.9, beta_2 = 0.98, epsilon = 1e-9 and the paper's `WarmupSchedule` for a model of width
+    `d_model`, with a `TrainConfig`'s (or a recipe's) `warmup_steps` and `learning_rate_scale`. A new optimizer per
+    model (it holds per-variable state). `budget`: the schedule wrapped in a `BudgetSchedule` (the trainer's budget
+    plans), kept as `optimizer.budget_schedule`; the same schedule until its plan is set.
 
-    Args:
-        config: a `TransformerConfig`; `d_model`, `warmup_steps` and `learning_rate_scale` set the
-            `WarmupSchedule`.
-        budget: wrap the schedule in a `BudgetSchedule` (the trainer's time-limited runs), which is the same
-            schedule until its plan is set (`optimizer.budget_schedule`). Its variables are not part of
-            the optimizer's checkpoint.
-
-    Returns:
-        A new `keras.optimizers.Adam` (build one per model: an optimizer holds per-variable state).
+    Raises:
+        TypeError: `d_model` is not an int (e.g. a whole config, as release 0.1 took).
 
     Example:
 
-    >>> from tf_transformer.config import TransformerConfig
-    >>> optimizer = make_optimizer(TransformerConfig())
+    >>> optimizer = make_optimizer(512, warmup_steps=4000)
     """
-    schedule = WarmupSchedule(config.d_model, config.warmup_steps, config.learning_rate_scale)
+    if not isinstance(d_model, numbers.Integral) or isinstance(d_model, bool):
+        raise TypeError(
+            f"d_model: expected an int, got {type(d_model).__name__}. Fix: pass the model's width and the "
+            "schedule's settings, e.g. make_optimizer(config.d_model, warmup_steps=4000, learning_rate_scale=1.0)."
+        )
+    schedule = WarmupSchedule(d_model, warmup_steps, learning_rate_scale)
     if budget:
         schedule = BudgetSchedule(schedule)
     optimizer = keras.optimizers.Adam(learning_rate=schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
     # Keras keeps a schedule only privately; the trainer's budget callback needs this one to set its plan.
     optimizer.budget_schedule = schedule if budget else None
     return optimizer
-
-
-def make_loss(config) -> MaskedCrossEntropy:
-    """The training loss: `MaskedCrossEntropy` with the config's `label_smoothing` and `pad_id`.
-
-    Example:
-
-    >>> from tf_transformer.config import TransformerConfig
-    >>> loss = make_loss(TransformerConfig(label_smoothing=0.1))
-    """
-    return MaskedCrossEntropy(label_smoothing=config.label_smoothing, pad_id=config.pad_id)

@@ -44,17 +44,17 @@ def check_same_run(model_dir: pathlib.Path, file_name: str, config, ignore=()) -
         )
 
 
-def write_run_files(run, model_config, report, state) -> None:
-    """The chief's record of the run (a `Run`) in model_dir, before the first checkpoint: decoding.json, the
-    resolved configs (the budget's plan and a fine-tuning run's source in train_config.json, from the
-    `TrainingState`) and the training split's data report."""
+def write_run_files(run, model_config, report, state, decoding) -> None:
+    """The chief's record of the run (a `Run`) in model_dir, before the first checkpoint: decoding.json (from the
+    `DecodingSettings` `decoding`), the resolved configs (the budget's plan, a fine-tuning run's source and the
+    decoding settings given in train_config.json) and the training split's data report."""
     model_dir = run.model_dir
-    update_decoding_json(model_dir, model_config)  # before config.json, which it compares with
+    update_decoding_json(model_dir, decoding)  # before train_config.json, whose record it compares with
     model_config.to_json(model_dir / CONFIG_FILE)
     run.data_config.to_json(model_dir / DATA_CONFIG_FILE)
     run.train_config.to_json(
         model_dir / TRAIN_CONFIG_FILE, precision=run.precision, initialized_from=state.initialized_from,
-        budget=None if state.plan is None else state.plan.to_dict(),
+        budget=None if state.plan is None else state.plan.to_dict(), decoding=decoding.json_settings(),
     )  # fmt: skip
     report.to_json(model_dir / DATA_REPORT_FILE)
 

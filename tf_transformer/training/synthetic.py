@@ -12,10 +12,14 @@ import keras
 from tf_transformer.config import TransformerConfig
 from tf_transformer.data.synthetic import FIRST_SYMBOL, synthetic_translation_dataset
 from tf_transformer.models import Transformer
+from tf_transformer.training.losses import MaskedCrossEntropy
 from tf_transformer.training.metrics import MaskedAccuracy
-from tf_transformer.training.optimizer import make_loss, make_optimizer
+from tf_transformer.training.optimizer import make_optimizer
 
 NUM_SYMBOLS = 20
+# How the tasks train (`TrainConfig` fields, e.g. `TrainConfig(model_dir=..., **TRAINING)`): runs of a few hundred
+# steps, so a short warmup; no label smoothing.
+TRAINING = dict(warmup_steps=200, learning_rate_scale=1.0, label_smoothing=0.0)
 
 
 def synthetic_task_config(**changes) -> TransformerConfig:
@@ -28,10 +32,7 @@ def synthetic_task_config(**changes) -> TransformerConfig:
         num_encoder_layers=2,
         num_decoder_layers=2,
         dropout=0.0,
-        label_smoothing=0.0,
         max_length=64,
-        warmup_steps=200,
-        learning_rate_scale=1.0,
     )
     values.update(changes)
     return TransformerConfig(**values)
@@ -71,8 +72,8 @@ def train_synthetic_task(
     keras.utils.set_random_seed(seed)
     model = Transformer(config)
     model.compile(
-        optimizer=make_optimizer(config),
-        loss=make_loss(config),
+        optimizer=make_optimizer(config.d_model, TRAINING["warmup_steps"], TRAINING["learning_rate_scale"]),
+        loss=MaskedCrossEntropy(TRAINING["label_smoothing"], pad_id=config.pad_id),
         metrics=[MaskedAccuracy(config.pad_id)],
     )
     shape = dict(

@@ -1,4 +1,5 @@
-"""`TrainConfig`: how a run trains (steps, checkpoints, devices, precision), as opposed to what it trains."""
+"""`TrainConfig`: how a run trains (the learning-rate schedule, label smoothing, the dropout rule, steps, checkpoints,
+devices, precision), as opposed to what it trains (`TransformerConfig`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any, Mapping, Optional, Union
 
 from tf_transformer.config import ConfigError, JsonConfig, unknown_option
 from tf_transformer.files import write_atomically
+from tf_transformer.model_dir import DECODING_RECORD
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
@@ -36,6 +38,22 @@ class TrainConfig(JsonConfig):
     """Settings of a training run, validated on creation and saved as `train_config.json`.
 
     Attributes:
+        warmup_steps: warmup of the paper's learning-rate schedule (`WarmupSchedule`).
+        learning_rate_scale: a constant multiplying the paper's learning-rate formula.
+        label_smoothing: epsilon_ls of the training loss.
+        dropout_by_epochs: None, or the dropout a run with a budget plan (`budget_schedule`) trains with, chosen
+            from the epochs it predicts: "0:0.1,35:0.2" is 0.1 below 35 epochs and 0.2 from 35 on (pairs of
+            epochs:dropout, ascending, the first at 0). The choice replaces the model's `dropout` once the run has
+            predicted its steps (train_config.json's "budget" records it); runs without a plan train at the model's
+            `dropout`. A recipe override of `dropout` alone (`--override=dropout=0.3`) turns the rule off.
+        dropout_rule_parameters: None, or the `stack_parameters` of the model `dropout_by_epochs` was measured on:
+            the rule then reads a model's planned epochs times its own `stack_parameters` over this count, so that
+            a model with k times the weights reaches each threshold in 1/k the epochs (it overfits sooner:
+            docs/multi30k.md, issue 40). None: the rule reads the epochs as they are, whatever the model's size.
+        initial_dropout, initial_dropout_fraction: the first `initial_dropout_fraction` of a budget plan's steps
+            (its segment's, fixed when the plan first predicts its end) train at `initial_dropout`, the rest at the
+            dropout above (chosen or not): 0 then 0.1 is "late dropout", 0.1 then 0 "early dropout" (Liu et al.
+            2023, "Dropout Reduces Underfitting"). 0 (the default): the dropout from the start. Needs a budget plan.
         model_dir: where checkpoints, logs, the vocabulary and the resolved configs go.
         train_steps: optimizer updates in total; a restarted run continues up to this number.
         time_limit_minutes: stop this run after this many minutes, counted from the start of `train`
@@ -87,8 +105,15 @@ class TrainConfig(JsonConfig):
             the source under "initialized_from", kept across restarts.
 
     Unlike the model and data configs, a restart may change any of these but `model_dir` (e.g. train longer,
-    evaluate BLEU more often or on more sentences); `train_config.json` holds the latest run's settings.
+    evaluate BLEU more often or on more sentences, lower the learning rate); `train_config.json` holds the latest
+    run's settings.
     """
+
+    # How the model learns: what a preset's recipe sets (`tf_transformer.recipe`); tft-train has no flags for them.
+    RECIPE_FIELDS = (
+        "warmup_steps", "learning_rate_scale", "label_smoothing", "dropout_by_epochs", "dropout_rule_parameters",
+        "initial_dropout", "initial_dropout_fraction",
+    )  # fmt: skip
 
     model_dir: str
     train_steps: int = 100000
@@ -110,9 +135,17 @@ class TrainConfig(JsonConfig):
     seed: Optional[int] = None
     deterministic: bool = False
     init_from: Optional[str] = None
+    warmup_steps: int = 4000
+    learning_rate_scale: float = 1.0
+    label_smoothing: float = 0.1
+    dropout_by_epochs: Optional[str] = None
+    dropout_rule_parameters: Optional[int] = None
+    initial_dropout: float = 0.0
+    initial_dropout_fraction: float = 0.0
 
     def __post_init__(self):
         self._check_field_types()
+        self._check_recipe()
         if not self.model_dir:
             raise ConfigError("model_dir: empty. Fix: pass --model_dir, a directory for checkpoints and logs.")
         positive = (
@@ -148,6 +181,80 @@ class TrainConfig(JsonConfig):
         if self.mixed_precision not in PRECISIONS:
             raise ConfigError(unknown_option("mixed_precision", self.mixed_precision, PRECISIONS))
 
+    def _check_recipe(self):
+        """The schedule, label smoothing and dropout rule: positive, rates in [0, 1), a well-formed rule, and an
+        initial dropout only with a budget plan."""
+        if self.warmup_steps < 1:
+            raise ConfigError(f"warmup_steps: must be positive, got {self.warmup_steps}. Fix: set warmup_steps >= 1.")
+        if self.learning_rate_scale <= 0:
+            raise ConfigError(
+                f"learning_rate_scale: must be positive, got {self.learning_rate_scale}. Fix: use e.g. 1.0."
+            )
+        for name in ("label_smoothing", "initial_dropout", "initial_dropout_fraction"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ConfigError(f"{name}: must be in [0, 1), got {value}. Fix: use e.g. {name}=0.1.")
+        self.dropout_rule()  # raises ConfigError when malformed
+        if self.dropout_rule_parameters is not None and self.dropout_rule_parameters <= 0:
+            raise ConfigError(
+                f"dropout_rule_parameters: must be positive or null, got {self.dropout_rule_parameters}. Fix: set it "
+                "to the stack_parameters of the model the dropout rule was measured on, or null."
+            )
+        if self.has_initial_dropout and not self.fits_budget:
+            raise ConfigError(
+                f"initial_dropout_fraction: {self.initial_dropout_fraction} of a budget plan's steps, but this run "
+                "has no plan. Fix: give --time_limit_minutes (or --budget_schedule=on with --train_steps; neither "
+                "with strategy=multi_worker_mirrored), or set initial_dropout_fraction=0."
+            )
+
+    def dropout_rule(self) -> tuple:
+        """`dropout_by_epochs` as ((epochs, dropout), ...), ascending; () when None.
+
+        Raises:
+            ConfigError: not pairs of epochs:dropout, epochs not ascending from 0, or a dropout outside [0, 1).
+        """
+        if self.dropout_by_epochs is None:
+            return ()
+        fix = 'Fix: write epochs:dropout pairs, ascending from 0, e.g. dropout_by_epochs="0:0.1,35:0.2", or null.'
+        pairs = []
+        for item in self.dropout_by_epochs.split(","):
+            epochs, separator, rate = item.partition(":")
+            try:
+                pair = (float(epochs), float(rate))
+            except ValueError:
+                pair = None
+            if not separator or pair is None:
+                raise ConfigError(f"dropout_by_epochs: {item.strip()!r} is not epochs:dropout. {fix}")
+            if not 0.0 <= pair[1] < 1.0:
+                raise ConfigError(f"dropout_by_epochs: the dropout of {item.strip()!r} is not in [0, 1). {fix}")
+            pairs.append(pair)
+        epochs = [pair[0] for pair in pairs]
+        if epochs[0] != 0 or any(later <= earlier for earlier, later in zip(epochs[:-1], epochs[1:], strict=True)):
+            raise ConfigError(f"dropout_by_epochs: the epochs {epochs} do not ascend from 0. {fix}")
+        return tuple(pairs)
+
+    @property
+    def has_initial_dropout(self) -> bool:
+        """Whether a budget plan trains its first steps at `initial_dropout` (`initial_dropout_fraction` > 0)."""
+        return self.initial_dropout_fraction > 0
+
+    def dropout_rule_scale(self, model_config) -> float:
+        """What the dropout rule multiplies a run's epochs by: the model's `stack_parameters` over
+        `dropout_rule_parameters` (1.0 when that is None)."""
+        if self.dropout_rule_parameters is None:
+            return 1.0
+        return model_config.stack_parameters / self.dropout_rule_parameters
+
+    def dropout_for_epochs(self, epochs: float, model_config) -> float:
+        """The dropout `dropout_by_epochs` gives a run of `epochs` epochs of `model_config` (a `TransformerConfig`;
+        its `dropout` when the rule is None or gives none), read at the model's size (`dropout_rule_scale`)."""
+        rate = model_config.dropout
+        scaled_epochs = epochs * self.dropout_rule_scale(model_config)
+        for threshold, rule_rate in self.dropout_rule():
+            if scaled_epochs >= threshold:
+                rate = rule_rate
+        return rate
+
     @property
     def fits_budget(self) -> bool:
         """Whether the run fits its learning rate to its budget: `budget_schedule` "on", or "auto" with a time
@@ -156,10 +263,12 @@ class TrainConfig(JsonConfig):
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]):
-        """`JsonConfig.from_dict`, dropping the precision record (and a fine-tuning run's `initialized_from`) of a
-        written `train_config.json`, so that it loads as the run it describes (with the policy it trained in)."""
+        """`JsonConfig.from_dict`, dropping the records of a written `train_config.json` (precision, a fine-tuning
+        run's `initialized_from`, the decoding settings), so that it loads as the run it describes (with the policy it
+        trained in)."""
         if isinstance(values, Mapping):
-            values = {key: value for key, value in values.items() if key not in (*RESOLUTION_FIELDS, INITIALIZED_FROM)}
+            records = (*RESOLUTION_FIELDS, INITIALIZED_FROM, DECODING_RECORD)
+            values = {key: value for key, value in values.items() if key not in records}
         return super().from_dict(values)
 
     def to_json(
@@ -168,6 +277,7 @@ class TrainConfig(JsonConfig):
         precision: Optional[tuple] = None,
         initialized_from: Optional[dict] = None,
         budget: Optional[dict] = None,
+        decoding: Optional[dict] = None,
     ) -> str:
         """Returns the config as JSON text; with `path`, also writes it there (atomically).
 
@@ -176,7 +286,9 @@ class TrainConfig(JsonConfig):
         `mixed_precision_reason` say so (a restart resolves "auto" again, perhaps on other hardware).
         `initialized_from`, a fine-tuning run's source (path, checkpoint, step), is written under that key;
         `budget`, the time budget's plan (`BudgetPlan.to_dict`), under "budget", in the same write (a stop between
-        two writes would leave a file without the plan that a restart continues).
+        two writes would leave a file without the plan that a restart continues); `decoding`, the decoding.json
+        settings the run was given (`DecodingSettings.json_settings`), under "decoding": a restart that gives the same
+        keeps an edited or tuned decoding.json (`update_decoding_json`).
         """
         values = self.to_dict()
         if precision is not None and precision[0] != self.mixed_precision:
@@ -186,6 +298,8 @@ class TrainConfig(JsonConfig):
             values[INITIALIZED_FROM] = initialized_from
         if budget is not None:
             values[PLAN_KEY] = budget
+        if decoding is not None:
+            values[DECODING_RECORD] = decoding
         text = json.dumps(values, indent=2) + "\n"
         if path is not None:
             write_atomically(path, text)

@@ -22,7 +22,9 @@ import tensorflow as tf
 
 from tf_transformer import data as data_lib
 from tf_transformer.checkpoints import restore_newest_readable
-from tf_transformer.config import DECODE_FIELDS, ConfigError, TransformerConfig
+from tf_transformer.config import MOVED_FIELDS, ConfigError, TransformerConfig
+from tf_transformer.data.config import DataConfig
+from tf_transformer.decoding.settings import COMMAND_DEFAULTS, DecodingSettings, require_settings
 from tf_transformer.model_dir import CHECKPOINT_DIR, CONFIG_FILE, DATA_CONFIG_FILE, TRAIN_CONFIG_FILE
 from tf_transformer.models import Transformer
 from tf_transformer.training import budget as budget_lib
@@ -30,7 +32,8 @@ from tf_transformer.training import fine_tuning
 from tf_transformer.training.fit_loop import run_loop
 from tf_transformer.training.metrics import MaskedAccuracy, TokenCount
 from tf_transformer.training.multi_worker import cluster_role
-from tf_transformer.training.optimizer import make_loss, make_optimizer
+from tf_transformer.training.losses import MaskedCrossEntropy
+from tf_transformer.training.optimizer import make_optimizer
 from tf_transformer.training.precision import resolve_precision, restores_dtype_policy, restores_op_determinism
 from tf_transformer.training.resume_state import KEY as RESUME_STATE_KEY
 from tf_transformer.training.resume_state import ResumeState
@@ -41,20 +44,19 @@ from tf_transformer.training.train_config import INITIALIZED_FROM, TrainConfig, 
 
 logger = logging.getLogger("tf_transformer")
 
-# Model-config fields a restart may change: the vocabulary size is resolved from the built vocabulary,
-# training hyperparameters (e.g. a lower learning rate after a divergence) do not change the weights' shapes,
-# and the decoding settings (decoding.json's) do not touch training.
-RESUMABLE_CHANGES = (
-    "vocab_size", "target_vocab_size", "dropout", "dropout_by_epochs", "dropout_rule_parameters",
-    "initial_dropout", "initial_dropout_fraction",
-    "attention_dropout", "activation_dropout", "label_smoothing", "subword_nbest_size", "subword_alpha",
-    "warmup_steps", "learning_rate_scale", *DECODE_FIELDS,
-)  # fmt: skip
+# config.json fields a restart may change: those that shape no weight, the vocabulary sizes (resolved from the
+# built vocabulary), and the fields a release-0.1 config.json kept there before they moved to their owners.
+RESUMABLE_CHANGES = (*TransformerConfig.CHANGEABLE_FIELDS, "vocab_size", "target_vocab_size", *MOVED_FIELDS)
 
 
 @restores_dtype_policy  # the model is built under the run's policy; the caller's global policy comes back
 @restores_op_determinism
-def train(model_config: TransformerConfig, data_config, train_config: TrainConfig) -> TrainResult:
+def train(
+    model_config: TransformerConfig,
+    data_config,
+    train_config: TrainConfig,
+    decoding: DecodingSettings = COMMAND_DEFAULTS,
+) -> TrainResult:
     """Trains (or resumes training) a `Transformer` as `train_config` says; the one entry of `tft-train`.
 
     Order matters for "nothing is lost and nothing looks valid by mistake": the data is read and checked,
@@ -65,7 +67,9 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
     Args:
         model_config: the model; its vocabulary size is replaced by the subword vocabulary's.
         data_config: a `tf_transformer.data.DataConfig`.
-        train_config: steps, checkpoints, devices, precision.
+        train_config: the schedule, label smoothing, dropout rule, steps, checkpoints, devices, precision.
+        decoding: the settings written into the model directory's decoding.json, the defaults of tft-translate,
+            tft-evaluate and tft-export.
 
     Returns:
         A `TrainResult`.
@@ -86,6 +90,7 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
         >>> result.status  # doctest: +SKIP
         'completed'
     """
+    require_settings(decoding)
     run = _start(data_config, train_config)
     _check_settings(model_config, data_config, train_config, run.multi_worker)
     init_source = _init_source(model_config, data_config, train_config, run.model_dir)
@@ -93,7 +98,7 @@ def train(model_config: TransformerConfig, data_config, train_config: TrainConfi
     model_config = _with_vocabulary(model_config, data.tokenizer)
     state = _build_or_restore(run, model_config, init_source)
     if run.is_chief:
-        write_run_files(run, model_config, data.report, state)
+        write_run_files(run, model_config, data.report, state, decoding)
     if state.start_step >= train_config.train_steps:
         logger.info("Already trained %d of %d steps: nothing to do.", state.start_step, train_config.train_steps)
         return TrainResult(
@@ -199,7 +204,7 @@ def _check_settings(model_config, data_config, train_config, multi_worker) -> No
     """Refuses (ConfigError) settings that do not fit together, or not the run that model_dir holds, before any
     data is read."""
     model_dir = pathlib.Path(train_config.model_dir)
-    check_same_run(model_dir, DATA_CONFIG_FILE, data_config)
+    check_same_run(model_dir, DATA_CONFIG_FILE, data_config, ignore=DataConfig.SUBWORD_FIELDS)
     check_same_run(model_dir, CONFIG_FILE, model_config, ignore=RESUMABLE_CHANGES)
     data_lib.check_special_ids(model_config)
     if data_config.max_length > model_config.max_length:
@@ -212,12 +217,6 @@ def _check_settings(model_config, data_config, train_config, multi_worker) -> No
             "bleu_every: validation BLEU during training is not supported with strategy=multi_worker_mirrored (its "
             "custom loop runs no Keras callbacks, and the chief decoding alone would stall the other workers). Fix: "
             "set --bleu_every=0 and score checkpoints afterwards with tft-evaluate --checkpoint=PATH."
-        )
-    if model_config.has_initial_dropout and not train_config.fits_budget:
-        raise ConfigError(
-            f"initial_dropout_fraction: {model_config.initial_dropout_fraction} of a budget plan's steps, but this run "
-            "has no plan. Fix: give --time_limit_minutes (or --budget_schedule=on with --train_steps; neither with "
-            "strategy=multi_worker_mirrored), or set initial_dropout_fraction=0."
         )
     if train_config.budget_schedule == "on" and multi_worker:
         raise ConfigError(
@@ -235,14 +234,14 @@ def _check_settings(model_config, data_config, train_config, multi_worker) -> No
             "bleu_every: validation BLEU needs a validation split. Fix: pass --valid_source=PATH and "
             "--valid_target=PATH, or set --bleu_every=0."
         )
-    if model_config.samples_subwords and (multi_worker or data_config.deterministic or train_config.deterministic):
+    if data_config.samples_subwords and (multi_worker or data_config.deterministic or train_config.deterministic):
         why = (
             "every worker of multi-worker training must make the same batches"
             if multi_worker
             else "deterministic batches must be the same on every run"
         )
         raise ConfigError(
-            f"subword_nbest_size: the model config samples subword segmentations ({model_config.subword_nbest_size}), "
+            f"subword_nbest_size: the data config samples subword segmentations ({data_config.subword_nbest_size}), "
             f"but {why}, and tf-text's sampling takes no seed. Fix: pass "
             "--override=subword_nbest_size=0, or leave out --deterministic / multi_worker_mirrored."
         )
@@ -289,10 +288,12 @@ def _build_or_restore(run: Run, config: TransformerConfig, init_source) -> Train
     or initialized from the fine-tuning `init_source`, or fresh; with the time budget's plan for this start."""
     train_config = run.train_config
     with run.strategy.scope():
-        model = _build_model(config)
+        model = _build_model(config, train_config)
         # Time-limited runs fit their learning rate to the steps the limit holds (training/budget.py).
-        optimizer = make_optimizer(config, budget=train_config.fits_budget)
-        loss = make_loss(config)
+        optimizer = make_optimizer(
+            config.d_model, train_config.warmup_steps, train_config.learning_rate_scale, budget=train_config.fits_budget
+        )
+        loss = MaskedCrossEntropy(train_config.label_smoothing, pad_id=config.pad_id)
         if not run.multi_worker:
             metrics = [MaskedAccuracy(config.pad_id), TokenCount(config.pad_id)]
             model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=train_config.jit_compile)
@@ -308,7 +309,7 @@ def _build_or_restore(run: Run, config: TransformerConfig, init_source) -> Train
     previous_train_config = saved_values(run.model_dir / TRAIN_CONFIG_FILE)
     initialized_from = previous_train_config.get(INITIALIZED_FROM)  # a resumed fine-tuning run keeps its record
     if restored is None and init_source is not None:
-        initialized_from = _initialize_from(model, config, init_source)
+        initialized_from = _initialize_from(model, config, init_source, train_config)
     start_step = int(optimizer.iterations.numpy())
     # The input position and dropout states: a resumed run trains on the batches the uninterrupted one would.
     resume_state = ResumeState(model, batches_per_step=run.replicas if run.multi_worker else 1)
@@ -319,20 +320,20 @@ def _build_or_restore(run: Run, config: TransformerConfig, init_source) -> Train
     if train_config.fits_budget:  # a restart continues or follows the last plan
         plan = budget_lib.plan_for_start(
             budget_lib.plan_in(previous_train_config), start_step, train_config.time_limit_minutes,
-            train_config.budget_decay_fraction, rewarm_steps=max(config.warmup_steps // 4, 1),
+            train_config.budget_decay_fraction, rewarm_steps=max(train_config.warmup_steps // 4, 1),
             train_steps=train_config.train_steps,
         )  # fmt: skip
     return TrainingState(model, optimizer, loss, checkpoint, manager, resume_state, start_step, plan, initialized_from)
 
 
-def _build_model(config: TransformerConfig) -> Transformer:
+def _build_model(config: TransformerConfig, train_config: TrainConfig) -> Transformer:
     """The run's model. When a budget may choose its dropout (`dropout_by_epochs`, `initial_dropout`) and the config's
     is 0, the dropout layers are built at the highest rate the budget may set, then set to 0: Keras gives a Dropout
     layer its random state only when it is created with a positive rate (with or without a budget, so that the
     checkpoints of one config hold the same random states)."""
-    highest = max((rate for _, rate in config.dropout_rule()), default=0.0)
-    if config.has_initial_dropout:
-        highest = max(highest, config.initial_dropout)
+    highest = max((rate for _, rate in train_config.dropout_rule()), default=0.0)
+    if train_config.has_initial_dropout:
+        highest = max(highest, train_config.initial_dropout)
     if config.dropout > 0 or highest == 0:
         return Transformer(config)
     model = Transformer(config.replace(dropout=highest))
@@ -340,7 +341,7 @@ def _build_model(config: TransformerConfig) -> Transformer:
     return model
 
 
-def _initialize_from(model, config: TransformerConfig, source) -> dict:
+def _initialize_from(model, config: TransformerConfig, source, train_config: TrainConfig) -> dict:
     """Loads a fine-tuning source's weights into `model`; returns the run's record of it (train_config.json's).
 
     The weights only: Adam's moments, the step (0), the input position and dropout states start afresh.
@@ -349,8 +350,8 @@ def _initialize_from(model, config: TransformerConfig, source) -> dict:
     logger.info(
         "Fine-tuning from %s (step %s of %s): its weights and vocabulary, a fresh optimizer from step 0, "
         "warmup_steps=%d, learning_rate_scale=%g (peak learning rate %.3g).",
-        source.checkpoint, source.step, source.model_dir, config.warmup_steps, config.learning_rate_scale,
-        fine_tuning.peak_learning_rate(config),
+        source.checkpoint, source.step, source.model_dir, train_config.warmup_steps, train_config.learning_rate_scale,
+        fine_tuning.peak_learning_rate(config.d_model, train_config.warmup_steps, train_config.learning_rate_scale),
     )  # fmt: skip
     return source.record()
 
