@@ -99,3 +99,14 @@ def test_a_flat_config_of_release_0_1_loads_with_each_setting_where_it_lives_now
     # The same of the model directory (its training settings are in config.json too: release 0.1 wrote them there).
     assert Recipe.of_model_dir(FIXTURE) == recipe
     assert set(recipe.to_dict()["decoding"]) == set(JSON_SETTINGS)
+
+
+def test_load_with_overrides_checks_the_model_config_once(monkeypatch):
+    # tft-train's --config and --override: the model config is made and checked once, with the overrides applied.
+    checks = []
+    original = TransformerConfig.__post_init__
+    monkeypatch.setattr(TransformerConfig, "__post_init__", lambda self: (checks.append(1), original(self))[1])
+    recipe = Recipe.load("multi30k", ["d_model=64", "dropout=0.2", "warmup_steps=400", "decode_beam_size=6"])
+    assert len(checks) == 1
+    assert (recipe.model.d_model, recipe.model.dropout, recipe.training["warmup_steps"]) == (64, 0.2, 400)
+    assert recipe.training["dropout_by_epochs"] is None and recipe.decoding.beam_size == 6

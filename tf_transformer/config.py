@@ -75,9 +75,8 @@ class JsonConfig:
         return text
 
     @classmethod
-    def from_json(cls, text_or_path: Union[str, os.PathLike], overrides: Sequence[str] = ()):
-        """Reads a config from JSON text or from a JSON file, with "field=value" `overrides` (see `with_overrides`)
-        applied before it is made, and so checked once."""
+    def from_json(cls, text_or_path: Union[str, os.PathLike]):
+        """Reads a config from JSON text or from a JSON file."""
         text = str(text_or_path)
         if not text.lstrip().startswith("{"):
             path = pathlib.Path(text_or_path)
@@ -88,8 +87,6 @@ class JsonConfig:
             values = json.loads(text)
         except json.JSONDecodeError as error:
             raise ConfigError(f"config is not valid JSON ({error}). Fix: check the file's syntax.") from None
-        if overrides and isinstance(values, Mapping):
-            values = {**values, **cls._override_changes(overrides)}
         return cls.from_dict(values)
 
     def replace(self, **changes):

@@ -94,17 +94,19 @@ class Recipe:
     # ----------------------------------------------------------------------------------------- in and out
 
     @classmethod
-    def load(cls, name_or_path: Union[str, os.PathLike]) -> "Recipe":
-        """A preset name ("multi30k") or the path of a JSON file, with sections or flat."""
-        return cls.from_dict(_json_object(preset_or_file(name_or_path)))
+    def load(cls, name_or_path: Union[str, os.PathLike], overrides: Sequence[str] = ()) -> "Recipe":
+        """A preset name ("multi30k") or the path of a JSON file, with sections or flat, and "field=value"
+        `overrides` (`with_overrides`) applied before any value is made, so that each is checked once."""
+        return cls.from_dict(_json_object(preset_or_file(name_or_path)), overrides)
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "Recipe":
-        """A recipe from its sections ({"model": {...}, "training": {...}, ...}) or from flat names."""
+    def from_dict(cls, values: Mapping[str, Any], overrides: Sequence[str] = ()) -> "Recipe":
+        """A recipe from its sections ({"model": {...}, "training": {...}, ...}) or from flat names, with
+        `overrides` (`load`)."""
         if not isinstance(values, Mapping):
             raise ConfigError(f"a recipe must be a JSON object, got {type(values).__name__}.")
         if not any(key in SECTIONS for key in values):
-            return cls().replace(**values)
+            return cls().replace(**{**values, **_override_changes(overrides)})
         for key, section in values.items():
             if key not in SECTIONS:
                 raise ConfigError(
@@ -112,11 +114,15 @@ class Recipe:
                 )
             if not isinstance(section, Mapping):
                 raise ConfigError(f"{key}: must be a JSON object (field -> value), got {type(section).__name__}.")
+        sections = {section: dict(values.get(section, {})) for section in SECTIONS}
+        for name, value in _override_changes(overrides).items():
+            section, key = _route(name)
+            sections[section][key] = value
         return cls(
-            TransformerConfig.from_dict(values.get("model", {})),
-            dict(values.get("training", {})),
-            dict(values.get("data", {})),
-            _decoding(COMMAND_DEFAULTS, values.get("decoding", {}), where="decoding"),
+            TransformerConfig.from_dict(sections["model"]),
+            sections["training"],
+            sections["data"],
+            _decoding(COMMAND_DEFAULTS, sections["decoding"], where="decoding"),
         )
 
     @classmethod
@@ -151,9 +157,7 @@ class Recipe:
         """A copy with settings changed, each named by its flat name and given to the value that owns it."""
         sections = {section: {} for section in SECTIONS}
         for name, value in changes.items():
-            if name not in _ROUTES:
-                raise ConfigError(_unknown_setting(name))
-            section, key = _ROUTES[name]
+            section, key = _route(name)
             sections[section][key] = value
         return Recipe(
             self.model.replace(**sections["model"]) if sections["model"] else self.model,
@@ -166,10 +170,22 @@ class Recipe:
         """Applies "field=value" strings (`JsonConfig.with_overrides`' form) by flat name. A `dropout` given
         without `dropout_by_epochs` also turns that rule off, so that `--override=dropout=0.3` trains at 0.3
         whatever the run's budget."""
-        changes = JsonConfig._override_changes(overrides)
-        if "dropout" in changes:
-            changes.setdefault("dropout_by_epochs", None)
-        return self.replace(**changes)
+        return self.replace(**_override_changes(overrides))
+
+
+def _override_changes(overrides: Sequence[str]) -> dict:
+    """The "field=value" strings as flat name -> value; a `dropout` without `dropout_by_epochs` turns the rule off."""
+    changes = JsonConfig._override_changes(overrides)
+    if "dropout" in changes:
+        changes.setdefault("dropout_by_epochs", None)
+    return changes
+
+
+def _route(name: str) -> Tuple[str, str]:
+    """(section, key) of a flat setting name; a ConfigError naming the nearest when no value owns it."""
+    if name not in _ROUTES:
+        raise ConfigError(_unknown_setting(name))
+    return _ROUTES[name]
 
 
 def _decoding(settings: DecodingSettings, values: Mapping[str, Any], where: str = "", prefix: str = ""):

@@ -80,7 +80,7 @@ def data_config_from_flags() -> DataConfig:
     given = {name: FLAGS[name].value for name in _CONFIG_FLAGS if FLAGS[name].present or not _DATA_CONFIG.value}
     model_config_given = FLAGS["config"].present or FLAGS["override"].present
     if not FLAGS["vocab_size"].present and (model_config_given or not _DATA_CONFIG.value):
-        given["vocab_size"] = Recipe.load(_CONFIG.value).with_overrides(_OVERRIDE.value).model.vocab_size
+        given["vocab_size"] = Recipe.load(_CONFIG.value, _OVERRIDE.value).model.vocab_size
     fields = {field.name for field in dataclasses.fields(DataConfig)}
     return DataConfig.from_dict({**base, **{k: v for k, v in given.items() if k in fields}})
 

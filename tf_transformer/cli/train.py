@@ -145,7 +145,7 @@ def configs(init_from=None):
     if init_from is not None and not flags.FLAGS["config"].present:
         recipe = init_from.recipe  # the source's, with the fine-tuning schedule
     else:
-        recipe = Recipe.load(_CONFIG.value).with_overrides(_OVERRIDE.value)
+        recipe = Recipe.load(_CONFIG.value, _OVERRIDE.value)
     model_config = recipe.model
     data_values = {**recipe.data}
     data_values.update({name: flag.value for name, flag in _DATA_FLAGS.items() if flag.value is not None})
