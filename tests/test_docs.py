@@ -3,13 +3,15 @@ example line of a command's --help, passes only flags its command defines, with 
 reads only files that exist or that an earlier command on the same page makes (every page may assume that the
 README's main job has run: its tft-train makes runs/multi30k). Each --help opens with one or two such examples.
 And the README stays a short front page: few words, its two set-up commands on top, a short results table,
-links into docs/.
+links into docs/. docs/DESIGN.md stays a map of the code: at most 2,500 words, and every `file.py:function` it names
+is defined there.
 
 absl judges the flags: a child process imports the command's module (which defines its flags, and imports no
 TensorFlow) and parses each command line with absl's own parser, as the command would; then the command's own
 checks of its flags (its `check_flag_values`: values, flags that go together, the configs they make) run on it.
 """
 
+import ast
 import concurrent.futures
 import configparser
 import dataclasses
@@ -291,8 +293,6 @@ def is_multi30k_name(name):
 def multi30k_name_pattern():
     """The pattern of Multi30k's file names from the stems of tf_transformer/data/multi30k.py's table, read
     without importing it (it imports TensorFlow)."""
-    import ast
-
     with open(os.path.join(ROOT, "tf_transformer", "data", "multi30k.py"), encoding="utf-8") as handle:
         module = ast.parse(handle.read())
     for node in module.body:
@@ -610,3 +610,81 @@ def test_a_documented_command_line_gets_its_commands_own_checks():
     issues = check_pages({"page.md": list(enumerate(lines, 1))})["page.md"]
     for number, (line, message) in enumerate(lines.items(), 1):
         assert any(issue.startswith(f"page.md:{number}: ") and message in issue for issue in issues), (line, issues)
+
+
+# docs/DESIGN.md is the map of the code: read in ten minutes, and each `file.py` or `file.py:name` it names is there.
+
+DESIGN = "docs/DESIGN.md"
+CODE_SPAN = re.compile(r"`([^`\n]+)`")
+CODE_REFERENCE = re.compile(r"((?:[\w-]+/)*[\w-]+\.py)(?::([A-Za-z_][\w.]*))?")
+
+
+def design_text():
+    with open(os.path.join(ROOT, DESIGN), encoding="utf-8") as handle:
+        return handle.read()
+
+
+def defined_names(body):
+    """{name: node} of the functions, classes and assigned names a module's or a class's `body` defines."""
+    names = {}
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(target, ast.Name):
+                    names[target.id] = node
+    return names
+
+
+def missing_code_references(markdown):
+    """The issues of the `path.py` and `path.py:name` (name: a function, class or assigned name, or Class.member)
+    code spans of a page: paths relative to tf_transformer/ (to the checkout for tests/), each checked with `ast`."""
+    issues = []
+    for number, line in enumerate(markdown.splitlines(), 1):
+        for span in CODE_SPAN.findall(line):
+            match = CODE_REFERENCE.fullmatch(span.strip())
+            if match is None:
+                continue
+            path, name = match.groups()
+            full = os.path.join(ROOT, path if path.startswith("tests/") else os.path.join("tf_transformer", path))
+            if not os.path.isfile(full):
+                issues.append(f"{DESIGN}:{number}: `{span}`: no such file {os.path.relpath(full, ROOT)}.")
+                continue
+            if name is None:
+                continue
+            with open(full, encoding="utf-8") as handle:
+                body = ast.parse(handle.read()).body
+            for part in name.split("."):
+                node = defined_names(body).get(part)
+                if node is None:
+                    issues.append(f"{DESIGN}:{number}: `{span}`: {path} defines no {name}.")
+                    break
+                body = getattr(node, "body", [])
+    return issues
+
+
+def test_design_md_is_a_map_of_at_most_2500_words():
+    words = len(design_text().split())  # as `wc -w` counts
+    assert words <= 2500, (
+        f"{DESIGN} has {words} words. Fix: at most 2,500 (ten minutes' reading); the detail belongs in the docstrings, "
+        "docs/*.md or benchmarks/NOTES.md."
+    )
+
+
+def test_every_file_and_function_design_md_names_exists():
+    issues = missing_code_references(design_text())
+    assert not issues, "\n".join(issues) + "\nFix: name what the code defines now (grep the package), or fix the map."
+
+
+def test_the_design_check_reports_missing_files_and_names():
+    page = textwrap.dedent("""
+        `training/trainer.py:train` -> `training/trainer.py:no_such_phase`; `recipe.py:Recipe.of_model_dir`,
+        `recipe.py:Recipe.no_such_method`, `config.py:TransformerConfig.CHANGEABLE_FIELDS`, `no/such_module.py`,
+        `tests/test_docs.py:missing_code_references`, `cli/<name>.py:run` (a pattern, not a path), `model.fit`.
+        """)
+    found = missing_code_references(page)
+    assert [issue.split(": ", 2)[1] for issue in found] == [
+        "`training/trainer.py:no_such_phase`", "`recipe.py:Recipe.no_such_method`", "`no/such_module.py`",
+    ], found  # fmt: skip
+    assert all(issue.endswith(".") for issue in found)
