@@ -603,7 +603,9 @@ def test_a_documented_command_line_gets_its_commands_own_checks():
     lines = {
         "tft-translate --model_dir=runs/multi30k --beam_size=0": "--beam_size",
         "tft-evaluate --hypotheses=hypotheses.de --language=de": "--references: missing",
-        "tft-export --model_dir=runs/multi30k --export_dir=exports --checkpoint=best --average_last=2": "--average_last",
+        "tft-export --model_dir=runs/multi30k --export_dir=exports --checkpoint=best --average_last=2": (
+            "--average_last"
+        ),
         "tft-train --model_dir=runs/x --dataset=multi30k --override=num_heads=0": "num_heads",
         "tft-build-vocab --dataset=multi30k": "--output_dir is required",
     }

@@ -389,7 +389,9 @@ def test_checkpoint_flag_gives_that_checkpoints_weights_not_the_latest(model_dir
     translated = run("translate.py", f"--model_dir={model_dir}", f"--checkpoint={older}", *flags,
                      f"--input={corpus['valid_en']}")  # fmt: skip
     assert translated.returncode == 0, translated.stderr[-3000:]
-    served = [(line.rsplit(" ||| ", 1)[0], float(line.rsplit(" ||| ", 1)[1])) for line in translated.stdout[:-1].split("\n")]
+    served = [
+        (line.rsplit(" ||| ", 1)[0], float(line.rsplit(" ||| ", 1)[1])) for line in translated.stdout[:-1].split("\n")
+    ]
     assert [text for text, _ in served] == [text for text, _ in expected]
     assert [score for _, score in served] == pytest.approx([score for _, score in expected], abs=2e-4)
     assert [score for _, score in served] != pytest.approx([score for _, score in latest], abs=2e-4)

@@ -12,7 +12,13 @@ from absl import flags
 from tf_transformer.checkpoint_files import check_latest_checkpoint
 from tf_transformer.cli import check_weights_flags
 from tf_transformer.decoding.settings import (
-    DEFAULTS, JSON_SETTINGS, METHODS, DecodingSettings, check_settings, command_settings, describe,
+    DEFAULTS,
+    JSON_SETTINGS,
+    METHODS,
+    DecodingSettings,
+    check_settings,
+    command_settings,
+    describe,
 )  # fmt: skip
 from tf_transformer.model_dir import check_model_dir
 from tf_transformer.quantization import MODES as QUANTIZE_MODES

@@ -36,8 +36,6 @@ class DecodingConfig(Protocol):
 
 
 @runtime_checkable
-
-
 @runtime_checkable
 class DecodableModel(Protocol):
     """The incremental decoder that greedy search, beam search and sampling run.

@@ -217,6 +217,7 @@ class DecodingSettings:
         """The settings decoding.json holds, as a dict in its key order."""
         return {name: getattr(self, name) for name in JSON_SETTINGS}
 
+
 # The paper's decoding: the library's defaults.
 PAPER = DecodingSettings()
 # The commands' and decoding.json's: the paper's with the guards against loops (see the module docstring).
@@ -295,8 +296,15 @@ def update_decoding_json(model_dir: PathLike, settings: DecodingSettings) -> boo
     values = require_settings(settings).json_settings()
     if (model_dir / DECODING_FILE).is_file() and recorded_settings(model_dir) == values:
         return False
-    write_atomically(model_dir / DECODING_FILE, json.dumps(values, indent=2) + "\n")
+    write_decoding_json(model_dir, values)
     return True
+
+
+def write_decoding_json(model_dir: PathLike, values: Mapping[str, Any]) -> None:
+    """The one writer of MODEL_DIR/decoding.json (tft-train's `update_decoding_json`, tft-evaluate's
+    `tune_length_penalty`): `values` checked, written atomically."""
+    path = pathlib.Path(model_dir) / DECODING_FILE
+    write_atomically(path, json.dumps(check_settings(values, str(path)), indent=2) + "\n")
 
 
 def resolve_settings(

@@ -4,7 +4,6 @@ into its decoding.json (what `tft-evaluate --tune_on=val` runs)."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import pathlib
@@ -21,10 +20,10 @@ from tf_transformer.decoding.settings import (
     read_decoding_json,
     recorded_settings,
     require_settings,
+    write_decoding_json,
 )
 from tf_transformer.decoding.text import translate_texts
 from tf_transformer.evaluation import score_translations
-from tf_transformer.files import write_atomically
 from tf_transformer.model_dir import DATA_CONFIG_FILE, DECODING_FILE
 
 logger = logging.getLogger("tf_transformer")
@@ -82,7 +81,7 @@ def tune_length_penalty(
     if settings is None:  # a run from before decoding.json: start from what it was given
         settings = recorded_settings(model_dir) or DEFAULTS
     settings = {**settings, "length_penalty": best}
-    write_atomically(model_dir / DECODING_FILE, json.dumps(settings, indent=2) + "\n")
+    write_decoding_json(model_dir, settings)
     return {
         "length_penalty": best,
         "bleu_by_length_penalty": {str(value): score for value, score in bleu.items()},

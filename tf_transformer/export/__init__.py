@@ -57,5 +57,6 @@ __getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 __all__ = [
     "EXPORT_CONFIG_FILE", "SavedModelTranslator", "ServedModel", "TranslationModule", "WARMUP_FILE",
     "export_saved_model", "ids_predict_request", "next_version", "predict_request", "read_warmup_requests",
-    "rest_request", "translate_grpc", "translate_rest", "translate_with_saved_model", "translate_with_server", "warmup_requests",
+    "rest_request", "translate_grpc", "translate_rest", "translate_with_saved_model", "translate_with_server",
+    "warmup_requests",
 ]  # fmt: skip

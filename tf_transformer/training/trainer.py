@@ -30,9 +30,9 @@ from tf_transformer.models import Transformer
 from tf_transformer.training import budget as budget_lib
 from tf_transformer.training import fine_tuning
 from tf_transformer.training.fit_loop import run_loop
+from tf_transformer.training.losses import MaskedCrossEntropy
 from tf_transformer.training.metrics import MaskedAccuracy, TokenCount
 from tf_transformer.training.multi_worker import cluster_role
-from tf_transformer.training.losses import MaskedCrossEntropy
 from tf_transformer.training.optimizer import make_optimizer
 from tf_transformer.training.precision import resolve_precision, restores_dtype_policy, restores_op_determinism
 from tf_transformer.training.resume_state import KEY as RESUME_STATE_KEY
