@@ -268,3 +268,51 @@ def test_training_hands_no_private_dataclasses_along():
         and any("dataclass" in ast.unparse(decorator) for decorator in node.decorator_list)
     ]
     assert not private, f"hand on meaningful public values (training/state.py), not private bundles: {private}"
+
+
+# Issue 56: docstrings state contracts and reasons, not a retelling of the code. A public entry point may carry a
+# longer docstring when it holds a runnable example (">>>" or an "Example:" block).
+EXAMPLE = re.compile(r">>>|^\s*Example:", re.MULTILINE)
+
+
+def docstring_and_code_lines(path):
+    """(name, first line, docstring lines, code lines, has an example) of every function of `path` with a
+    docstring, nested ones and methods included. Code lines run from the first statement after the docstring to
+    the end of the last one (comments and blank lines between them count: they are read with the code)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and ast.get_docstring(node) is not None:
+            docstring, body = node.body[0], node.body[1:]
+            code = body[-1].end_lineno - body[0].lineno + 1 if body else 0
+            has_example = bool(EXAMPLE.search(ast.get_docstring(node)))
+            found.append((node.name, node.lineno, docstring.end_lineno - docstring.lineno + 1, code, has_example))
+    return found
+
+
+def test_the_docstring_counter_counts_docstring_and_code_lines(tmp_path):
+    path = tmp_path / "example.py"
+    path.write_text(
+        'def f(x):\n    """Doc.\n\n    More doc."""\n    y = x\n    # why\n    return y\n\n\n'
+        'def g():\n    """Doc.\n\n    Example:\n        g()\n    """\n    return 1\n\n\n'
+        'class A:\n    def method(self):\n        """Doc.\n\n        >>> A().method()\n        1\n        """\n'
+        "        return 1\n\n    def bare(self):\n        return 2\n",
+        encoding="utf-8",
+    )
+    assert docstring_and_code_lines(path) == [
+        ("f", 1, 3, 3, False),
+        ("g", 10, 5, 1, True),
+        ("method", 20, 5, 1, True),
+    ]
+
+
+def test_no_function_has_more_docstring_than_code_unless_it_carries_an_example():
+    wordy = [
+        f"{relative(path)}:{line} {name} ({doc} docstring lines, {code} of code)"
+        for path in SOURCES
+        for name, line, doc, code, has_example in docstring_and_code_lines(path)
+        if doc > code and not has_example
+    ]
+    assert not wordy, (
+        "cut each docstring to its contract (arguments, shapes, returns, errors) and the reasons the code cannot "
+        f"say, or give a public entry point a short example ('>>>' or 'Example:'): {wordy}"
+    )

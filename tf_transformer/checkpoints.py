@@ -65,11 +65,7 @@ _DAMAGED_FILE_ERRORS = (tf.errors.OpError, IndexError, OSError)
 
 
 def weights_checkpoint(model) -> tf.train.Checkpoint:
-    """The `tf.train.Checkpoint` of a model's weights: the `model` part of the trainer's checkpoints.
-
-    Read with `.read(path).expect_partial()` (a trainer checkpoint also holds the optimizer); save with a
-    `tf.train.CheckpointManager`.
-    """
+    """The `model` part of the trainer's checkpoints (they also hold the optimizer: read them `partial=True`)."""
     return tf.train.Checkpoint(model=model)
 
 
@@ -80,23 +76,24 @@ def load_translation_model(
 
     Args:
         model_dir: a folder written by `tft-train` (config.json, vocab/, checkpoints/).
-        checkpoint: None for the latest checkpoint in `model_dir/checkpoints`; "best" for the best checkpoint
-            by validation BLEU (`model_dir/best`, kept by the trainer with `bleu_every` and `keep_best`); else
-            a checkpoint path prefix (`.../checkpoints/ckpt-60`, or what `average_checkpoints` returned) or a
-            folder of checkpoints (its latest one, e.g. `model_dir/averaged`).
-        average_last: instead of `checkpoint`, average the weights of the last N checkpoints in memory
-            (as `average_checkpoints`, without writing anything).
+        checkpoint: None for the latest checkpoint; "best" for the best by validation BLEU (`model_dir/best`,
+            kept with `bleu_every`); else a checkpoint path prefix (`.../checkpoints/ckpt-60`) or a folder of
+            checkpoints (its latest one, e.g. `model_dir/averaged`).
+        average_last: instead of `checkpoint`, the mean weights of the last N checkpoints (in memory only).
 
     Returns:
-        `(model, tokenizer, config)`: a built `Transformer` with the checkpoint's weights (use it with
-        `training=False`; dropout is off then), the `Tokenizer` of `vocab/`, the `TransformerConfig`.
+        `(model, tokenizer, config)`: a built `Transformer` (call it with `training=False`), the `Tokenizer`
+        of `vocab/`, the `TransformerConfig`.
 
     Raises:
         FileNotFoundError: model_dir, its config.json, vocab/ or the checkpoint is missing.
-        ConfigError, DataError: config.json or vocab/ is there but unusable.
         CheckpointError: the checkpoint cannot be read (damaged files) or holds other weights.
-        ValueError: the vocabulary does not match the config, or both `checkpoint` and `average_last` were
-            given. (ConfigError, DataError and CheckpointError are ValueErrors too.)
+        ValueError: an unusable config.json or vocab/ (ConfigError, DataError), a vocabulary that does not match
+            the config, or both `checkpoint` and `average_last`.
+
+    Example:
+        model, tokenizer, config = load_translation_model("runs/multi30k", checkpoint="best")
+        translate_texts(model, tokenizer, ["Ein Hund läuft im Schnee."])  # [[(translation, score)]]
     """
     model_dir = pathlib.Path(model_dir)
     config, tokenizer = _read_model_dir(model_dir)
@@ -116,35 +113,31 @@ def load_translation_model(
 
 
 def average_checkpoints(model_dir: PathLike, num_checkpoints: int = 5, output_dir: Optional[PathLike] = None) -> str:
-    """Averages the weights of the last `num_checkpoints` checkpoints of `model_dir` into a new checkpoint.
+    """Writes the mean weights of the last `num_checkpoints` checkpoints of `model_dir` as a new checkpoint.
 
-    The paper averages the last 5 checkpoints (base model, written at 10-minute intervals) or the last 20
-    (big). The checkpoints are the last N that `model_dir/checkpoints/checkpoint` lists (the
-    `CheckpointManager` keeps the newest `--keep_checkpoints`), oldest first. Each trainable weight (all of a
-    `Transformer`'s weights but the dropout RNG states, which no checkpoint holds) is averaged in float64
-    and cast back to its dtype; a weight that is not floating point (none today) is taken from the last
-    checkpoint. The result holds no optimizer state: fine-tuning from it starts with fresh Adam moments.
-
-    The result is written with a `tf.train.CheckpointManager` (keeping one checkpoint) into `output_dir` as
-    `ckpt-<step of the last averaged checkpoint>`: TensorFlow writes the files, then points the folder's
-    `checkpoint` index at them, so a crash leaves no half-written checkpoint behind as the latest. Running
-    it again with the same `output_dir` replaces the previous average. Beside it, `averaged_checkpoints.json`
-    lists the checkpoints that were averaged. Load it with
-    `load_translation_model(model_dir, checkpoint=<returned path>)` (or `checkpoint=output_dir`).
+    The paper averages the last 5 checkpoints (base model) or 20 (big). Weights are summed in float64 and cast
+    back to their dtype. The result holds no optimizer state (fine-tuning from it starts with fresh Adam
+    moments); it replaces an earlier average in `output_dir`, and `averaged_checkpoints.json` beside it lists
+    the checkpoints averaged. TensorFlow writes the files before it points the folder's index at them, so a
+    crash leaves no half-written checkpoint as the latest.
 
     Args:
         model_dir: a folder written by `tft-train`.
         num_checkpoints: N >= 1.
-        output_dir: where to write; default `model_dir/averaged`. Not `model_dir/checkpoints`.
+        output_dir: where to write; default `model_dir/averaged`; neither `checkpoints/` nor `best/`.
 
     Returns:
-        The path prefix of the new checkpoint, e.g. `model_dir/averaged/ckpt-60`.
+        The path prefix of the new checkpoint, `ckpt-<step of the last averaged one>` in `output_dir`.
 
     Raises:
         FileNotFoundError: model_dir, config.json, vocab/ or the checkpoints are missing.
         CheckpointError: a checkpoint cannot be read (damaged files) or holds other weights.
-        ValueError: fewer than `num_checkpoints` checkpoints exist (the message says how many), a bad
-            `num_checkpoints` or `output_dir` (and ConfigError, DataError for an unusable config.json or vocab/).
+        ValueError: fewer than `num_checkpoints` checkpoints (the message says how many), a bad `num_checkpoints`
+            or `output_dir`, an unusable config.json or vocab/ (ConfigError, DataError).
+
+    Example:
+        path = average_checkpoints("runs/multi30k", num_checkpoints=5)  # "runs/multi30k/averaged/ckpt-<step>"
+        model, tokenizer, config = load_translation_model("runs/multi30k", checkpoint=path)
     """
     model_dir = pathlib.Path(model_dir)
     config, _ = _read_model_dir(model_dir)
@@ -246,11 +239,7 @@ def read_checkpoint(checkpoint: tf.train.Checkpoint, path: str, *, partial: bool
 
 
 def check_readable(path: str) -> None:
-    """Reads every tensor of the checkpoint `path` (a prefix) once, restoring nothing.
-
-    Raises:
-        CheckpointError: a missing, empty, truncated or corrupted file; the message names it (callers add the fix).
-    """
+    """Reads every tensor of the checkpoint `path` once: a damaged file raises a CheckpointError (without a fix)."""
     _read_or_raise(path, _read_every_tensor)
 
 

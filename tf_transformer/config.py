@@ -391,11 +391,8 @@ def preset_text(name: str) -> str:
 
 
 def _presets():
-    """The folder of presets: `tf_transformer.configs` when installed, else the checkout's `configs/`.
-
-    An installed `tf_transformer.configs` has no `__init__.py`, so it is a namespace package whose
-    location is a `Traversable`, not always a real path: read it only through that interface.
-    """
+    """The presets folder: `tf_transformer.configs` when installed (a namespace package, whose location is a
+    `Traversable`, not always a real path: read it only through that interface), else the checkout's `configs/`."""
     try:
         return resources.files("tf_transformer.configs")
     except ModuleNotFoundError:

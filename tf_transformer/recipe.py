@@ -95,8 +95,13 @@ class Recipe:
 
     @classmethod
     def load(cls, name_or_path: Union[str, os.PathLike], overrides: Sequence[str] = ()) -> "Recipe":
-        """A preset name ("multi30k") or the path of a JSON file, with sections or flat, and "field=value"
-        `overrides` (`with_overrides`) applied before any value is made, so that each is checked once."""
+        """A preset name or a JSON file's path (sections or flat), with "field=value" `overrides` (as
+        `with_overrides`) applied before any value is made, so that each is checked once.
+
+        >>> recipe = Recipe.load("multi30k", ["dropout=0.2", "decode_beam_size=6"])
+        >>> recipe.model.dropout, recipe.training["dropout_by_epochs"], recipe.decoding.beam_size
+        (0.2, None, 6)
+        """
         return cls.from_dict(_json_object(preset_or_file(name_or_path)), overrides)
 
     @classmethod
@@ -167,9 +172,7 @@ class Recipe:
         )
 
     def with_overrides(self, overrides: Sequence[str]) -> "Recipe":
-        """Applies "field=value" strings (`JsonConfig.with_overrides`' form) by flat name. A `dropout` given
-        without `dropout_by_epochs` also turns that rule off, so that `--override=dropout=0.3` trains at 0.3
-        whatever the run's budget."""
+        """The recipe with "field=value" strings applied by flat name; `dropout` alone turns `dropout_by_epochs` off."""
         return self.replace(**_override_changes(overrides))
 
 

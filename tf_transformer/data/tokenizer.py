@@ -163,17 +163,12 @@ class Tokenizer(tf.Module):
         )
 
     def sampling(self, nbest_size: int, alpha: float) -> "Tokenizer":
-        """This vocabulary, cutting text into a segmentation sampled anew on every call: subword regularization
-        (Kudo 2018), tensorflow-text's `SentencepieceTokenizer(nbest_size=..., alpha=...)`. For training batches
-        only; detokenizing any sample gives the text back.
+        """This vocabulary, sampling a segmentation anew on every call (subword regularization, Kudo 2018): for
+        training batches only; detokenizing any sample gives the text back.
 
-        Args:
-            nbest_size: sample from this many best segmentations; -1 (any negative): from all of them.
-            alpha: the segmentations' probabilities are raised to this power (lower: flatter, more varied).
-
-        Raises:
-            ConfigError: the vocabulary is WordPiece, which has one segmentation only.
-        """
+        Args: `nbest_size`, how many best segmentations to sample from (negative: all); `alpha`, the power their
+        probabilities are raised to (lower: flatter, more varied). Raises a ConfigError for a WordPiece
+        vocabulary, which has one segmentation only."""
         if self.kind != "sentencepiece":
             raise ConfigError(
                 "subword_nbest_size: sampling segmentations needs a SentencePiece vocabulary, this one is "
@@ -218,11 +213,8 @@ class Tokenizer(tf.Module):
     def tokenize(self, strings) -> Union[tf.RaggedTensor, tf.Tensor]:
         """Subword ids of UTF-8 strings, without BOS or EOS.
 
-        Args:
-            strings: a string or a 1-D batch (Python str, list or `tf.string` tensor).
-
-        Returns:
-            int32: a `tf.RaggedTensor` [batch, (tokens)] for a batch; a 1-D `tf.Tensor` [tokens] for one string.
+        Args: a string, or a 1-D batch (a list or `tf.string` tensor); another rank raises a ValueError.
+        Returns: int32, a `tf.RaggedTensor` [batch, (tokens)] for a batch, a 1-D `tf.Tensor` for one string.
         """
         strings = tf.convert_to_tensor(strings, dtype=tf.string)
         if strings.shape.rank == 0:

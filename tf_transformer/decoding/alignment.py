@@ -63,17 +63,14 @@ def align_ids(model, source_ids, target_ids, layer: Optional[int] = None) -> tf.
     """Soft piece alignments: the head-averaged cross-attention of one decoder layer over `target_ids`, teacher-forced.
 
     Args:
-        model: a `Transformer` (anything with `attention_weights(source_ids, decoder_input_ids)` as it gives
-            them and a `config` with `bos_id`, `pad_id`, `num_decoder_layers`).
-        source_ids: int `[batch, source_len]`, 0 = padding: tokens + EOS, as translation builds them.
-        target_ids: int `[batch, target_len]`, 0 = padding: tokens + EOS, the decoders' output convention (a
-            row of `translate(...).ids` as it is).
-        layer: the decoder layer (`alignment_layer`; default the penultimate).
+        model: a `Transformer` (or anything with its `attention_weights` and a `config`).
+        source_ids, target_ids: int `[batch, len]`, 0 = padding, tokens + EOS (a row of `translate(...).ids` as it
+            is); another rank raises a ValueError, as does a `layer` out of range (`alignment_layer`).
+        layer: the decoder layer; default the penultimate.
 
     Returns:
-        float32 `[batch, target_len, source_len]`: row j is the attention, averaged over the heads, of the
-        position that predicts `target_ids[:, j]` (decoder input BOS + target_ids[:, :j]), a distribution over
-        the source positions, EOS included; 0 in padded rows and columns. Works eagerly and in a `tf.function`.
+        float32 `[batch, target_len, source_len]`: row j is the attention of the position that predicts
+        `target_ids[:, j]`, a distribution over the source positions (EOS included); 0 in padded rows and columns.
     """
     config = model.config
     index = alignment_layer(config.num_decoder_layers, layer)

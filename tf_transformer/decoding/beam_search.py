@@ -35,20 +35,14 @@ def beam_search(
         model: a `DecodableModel` (`encode`, `init_cache`, `decode`, `config`), e.g. a `Transformer`.
         source_ids: int `[batch, source_len]`, 0 = padding.
         settings: a `DecodingSettings`; its beam_size, length_penalty, n_best, no_repeat_ngram_size,
-            max_decode_length and min_decode_length apply (beam_size 1 is greedy search, its score
-            length-penalised).
-        jit_compile: True when the caller compiles this call with XLA (`tf.function(jit_compile=True)`): fixed
-            self-attention buffers, which XLA needs (TensorFlow cannot tell a trace that XLA will compile it);
-            True also works outside XLA, slower, with the same outputs up to float rounding.
-        target_prefix_ids: int `[batch, prefix_len]`, 0-padded at the end, or None: every hypothesis starts
-            with its sentence's tokens (forced; counted in the score and the length penalty; a row of zeros
-            forces nothing; the length cap is raised to fit a prefix and EOS).
+            max_decode_length and min_decode_length apply.
+        jit_compile, target_prefix_ids: as in `greedy_decode` (a prefix also counts in the length penalty);
+            with jit_compile, outputs equal those without it up to float rounding.
 
     Returns:
-        `(ids, scores)`: ids int32 `[batch, n_best, T]`, best first, without BOS, ending with EOS, 0 after it
-        (T: see the package docstring); scores float32 `[batch, n_best]`, non-increasing,
-        `log_prob_sum / ((5 + length) / 6) ** length_penalty`. Missing hypotheses (a cap of 1 token) are all 0
-        with score -inf.
+        `(ids, scores)`: ids int32 `[batch, n_best, T]`, best first (the package docstring's convention);
+        scores float32 `[batch, n_best]`, non-increasing, `log_prob_sum / ((5 + length) / 6) ** length_penalty`.
+        Missing hypotheses (a cap of 1 token) are all 0 with score -inf.
 
     Raises:
         TypeError: `settings` is not a `DecodingSettings`. ValueError: jit_compile not a bool, or a

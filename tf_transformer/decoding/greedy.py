@@ -16,23 +16,19 @@ def greedy_decode(
 ):
     """Greedy decoding of a batch of sources with the incremental (cached) decoder.
 
-    The encoder runs once; each step feeds only the previous token and reads earlier positions from the
-    cache; the loop stops when every sentence has emitted EOS. Works eagerly, in `tf.function` (also with
-    `input_signature=[tf.TensorSpec([None, None], tf.int32)]`), under XLA and in a SavedModel.
-
     Args:
         model: a `DecodableModel` (`encode`, `init_cache`, `decode`, `config`), e.g. a `Transformer`.
         source_ids: int `[batch, source_len]`, 0 = padding.
         settings: a `DecodingSettings`; its no_repeat_ngram_size, max_decode_length and min_decode_length apply.
         jit_compile: True when the caller compiles this call with XLA (`tf.function(jit_compile=True)`): fixed
-            self-attention buffers, which XLA needs; True also works outside XLA, slower.
+            self-attention buffers, which XLA needs (TensorFlow cannot tell a trace is for XLA); slower outside it.
         target_prefix_ids: int `[batch, prefix_len]`, 0-padded at the end, or None: each output starts with
-            its row's tokens (forced, counted in the score; a row of zeros forces nothing).
+            its row's tokens (forced, counted in the score; the length cap is raised to fit them and EOS; a row
+            of zeros forces nothing).
 
     Returns:
-        `(ids, scores)`: ids int32 `[batch, T]` without BOS, ending with EOS, 0 after it (T: see the package
-        docstring); scores float32 `[batch]`, the sum of the log-probabilities of the emitted tokens (EOS
-        included).
+        `(ids, scores)`: ids int32 `[batch, T]` (the package docstring's convention); scores float32 `[batch]`,
+        the sum of the log-probabilities of the emitted tokens, EOS included.
 
     Example:
 

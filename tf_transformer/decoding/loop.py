@@ -180,12 +180,7 @@ class HypothesisState(NamedTuple):
 
 
 def init_decoding_cache(model, memory, plan, jit_compile=False):
-    """The model's decoder cache: growing self-attention caches, or fixed buffers for XLA (`jit_compile`).
-
-    A fixed buffer is rewritten whole at every step (a select over `[batch, heads, buffer_length, d]`, and in
-    beam search a gather of it); a growing cache copies only the filled part (benchmarks/NOTES.md, entry 7
-    has the figures). XLA needs the fixed shapes.
-    """
+    """Growing self-attention caches (a step copies only what is filled), or for XLA the fixed shapes it needs."""
     return model.init_cache(memory, plan.buffer_length if jit_compile else None)
 
 
@@ -215,32 +210,25 @@ def write_column(buffer, column, values):
 
 
 def while_loop(cond, body, initial, jit_compile):
-    """`tf.while_loop` over the decoder state, the length axis of growing caches relaxed.
-
-    TensorFlow has no public way to ask whether a trace is for XLA, so the caller says it (`jit_compile`).
-    A growing cache compiled by XLA fails with "Input and output shapes of loop body do not match" at this
-    loop: its name, which XLA's message quotes, says the fix.
-    """
+    """`tf.while_loop` over the decoder state, growing caches' length axis relaxed; the caller says whether XLA
+    compiles it (`jit_compile`), which TensorFlow cannot tell."""
+    # XLA's error for a growing cache ("Input and output shapes of loop body do not match") quotes this name.
     name = "decoder_loop" if jit_compile else "growing_cache_loop_Fix_under_XLA_pass_jit_compile_True"
     return tf.while_loop(cond, body, initial, shape_invariants=shape_invariants(initial), name=name)
 
 
 def shape_invariants(loop_vars):
-    """`tf.while_loop` shape invariants: each tensor's shape, each `KeyValueCache`'s own (a growing cache's
-    length axis None)."""
+    """`tf.while_loop` shape invariants: each tensor's shape, each `KeyValueCache`'s own (growing: length None)."""
     return map_cache(lambda cache: cache.shape_invariants(), lambda tensor: tf.TensorShape(tensor.shape), loop_vars)
 
 
 def tile_cache(cache, beam_size):
-    """The model's cache with a row per hypothesis (`[batch, ...]` -> `[batch * beam_size, ...]`): every
-    `KeyValueCache` tiles itself (a cross-attention cache stays one row per sentence); any other tensor
-    (a stand-in model's state) is per-hypothesis state, repeated."""
+    """The cache with a row per hypothesis: each `KeyValueCache` tiles itself, any other tensor is repeated."""
     return map_cache(lambda kv: kv.tile(beam_size), lambda tensor: tf.repeat(tensor, beam_size, axis=0), cache)
 
 
 def reorder_cache(cache, rows):
-    """The model's cache following beam search's parents: row i takes row `rows[i]` (int32 `[batch *
-    beam_size]`), in every `KeyValueCache` that `reorder`s and in every other tensor."""
+    """The cache following beam search's parents: row i takes row `rows[i]` (int32 `[batch * beam_size]`)."""
     return map_cache(lambda kv: kv.reorder(rows), lambda tensor: tf.gather(tensor, rows, axis=0), cache)
 
 

@@ -22,25 +22,22 @@ def sample_decode(
 ):
     """Samples one output per sentence, token by token, from the cached decoder.
 
-    At each step the model's log-probabilities are divided by `settings.temperature`, restricted to the
-    `top_k` most probable tokens (0: no limit), then to the smallest set of most probable tokens whose
-    probability reaches `top_p` (nucleus sampling, Holtzman et al., 2019), renormalised and sampled
-    (Gumbel-max with stateless Philox noise seeded with `(seed, step)`). A seed gives the same outputs eagerly
-    and in `tf.function`; under XLA other, equally reproducible ones (XLA's Philox stream differs).
-    `temperature=0` or `top_k=1` is greedy search. Stops when every sentence has emitted EOS.
+    Each step's log-probabilities are divided by `settings.temperature`, kept to the `top_k` best (0: all), then
+    to the smallest set whose probability reaches `top_p` (nucleus sampling, Holtzman et al., 2019), and
+    sampled with stateless noise seeded by `(seed, step)`: a seed gives the same outputs eagerly and in
+    `tf.function`; under XLA other, equally reproducible ones (XLA's Philox stream differs). `temperature=0`
+    or `top_k=1` is greedy search.
 
     Args:
         model: a `DecodableModel` (`encode`, `init_cache`, `decode`, `config`), e.g. a `Transformer`.
         source_ids: int `[batch, source_len]`, 0 = padding.
         settings: a `DecodingSettings` (method "sample" for non-default sampling settings); its temperature,
-            top_k, top_p, seed (None: a fresh one every call), no_repeat_ngram_size, max_decode_length and
-            min_decode_length apply.
+            top_k, top_p, seed, no_repeat_ngram_size, max_decode_length and min_decode_length apply.
         jit_compile, target_prefix_ids: as in `greedy_decode`.
 
     Returns:
-        `(ids, scores)`: ids int32 `[batch, T]` as in `greedy_decode`; scores float32 `[batch]`, the sum of
-        the model's own log-probabilities (before temperature and filtering) of the emitted tokens, EOS
-        included, so they compare with greedy scores.
+        `(ids, scores)`: ids as in `greedy_decode`; scores float32 `[batch]`, the sum of the model's own
+        log-probabilities (before temperature and filtering) of the emitted tokens, EOS included: greedy's measure.
 
     Example:
 

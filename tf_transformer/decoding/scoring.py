@@ -60,18 +60,15 @@ def score_ids(model, source_ids, target_ids) -> ScoreResult:
     """The log-probabilities of `target_ids` given `source_ids` under `model`, in one teacher-forced pass.
 
     Args:
-        model: a `Transformer` (anything called as `model((source_ids, decoder_input_ids), training=False)`
-            that returns float logits `[batch, target_len, vocab]` and has a `config` with `bos_id`, `pad_id`).
-        source_ids: int `[batch, source_len]`, 0 = padding: tokens + EOS, as translation builds them
-            (`tf_transformer.data.source_ids.truncate_source`).
-        target_ids: int `[batch, target_len]`, 0 = padding: tokens + EOS, the decoders' output convention
-            (a row of `translate(...).ids` works as it is). Every non-padding id is scored, so a row without
-            its EOS is scored without it; rows may hold at most `config.max_length` ids.
+        model: a `Transformer` (or anything called as `model((source_ids, decoder_input_ids), training=False)`
+            for float logits `[batch, target_len, vocab]`, with a `config`).
+        source_ids: int `[batch, source_len]`, 0 = padding: tokens + EOS, as translation builds them.
+        target_ids: int `[batch, target_len]`, target_len <= `config.max_length`, 0 = padding: tokens + EOS (a
+            row of `translate(...).ids` as it is). Every non-padding id is scored, EOS or not.
 
     Returns:
-        A `ScoreResult(log_probs [batch], num_tokens [batch], token_log_probs [batch, target_len])`: natural
-        logs, normalised over the whole output vocabulary, which is what the decoders report (see the module
-        docstring). Works eagerly and in a `tf.function`.
+        `ScoreResult(log_probs [batch], num_tokens [batch], token_log_probs [batch, target_len])`: natural logs
+        over the whole output vocabulary, the sums the decoders report. Ids of another rank raise a ValueError.
     """
     config = model.config
     source_ids = as_source_ids(source_ids)
@@ -167,20 +164,15 @@ def score_texts(
 ) -> List[PairScore]:
     """Scores each (source, target) sentence pair with a trained `Transformer` and its `Tokenizer`.
 
-    Both sides are tokenized and get an EOS; a side longer than `config.max_length - 1` tokens is cut to its
-    first `max_length - 1` (as translation cuts sources; a warning says how many), since no longer output
-    fits the model. An empty or blank sentence has no tokens: an empty target is scored as EOS alone (1 token:
-    log P(EOS | source), the probability of the empty translation), an empty source as the source [EOS]
-    (what the model sees for it; `translate_texts` does not decode an empty source at all, it gives "" with
-    score 0.0). Pairs are sorted by length, longest first, and batched so that a batch holds at most
-    `batch_tokens` positions of its longer side, padding included (each pair counts max(source, target)
-    ids); one `tf.function` of `score_ids`, traced once (`TextScorer`), scores every batch.
+    Both sides are tokenized and get an EOS; a side longer than `config.max_length - 1` tokens is cut to its first
+    `max_length - 1` (a warning counts them), as no longer output fits the model. An empty target is scored as EOS
+    alone (log P(EOS | source): the empty translation), an empty source as [EOS], what the model sees for it
+    (`translate_texts` gives "" with score 0.0 for it, without decoding).
 
     Args:
-        model: a `Transformer` (e.g. from `tf_transformer.checkpoints.load_translation_model`).
-        tokenizer: its `tf_transformer.data.Tokenizer`.
+        model: a `Transformer`; tokenizer: its `Tokenizer`.
         sources, targets: str sentences, one target per source.
-        batch_tokens: positions per batch, as above.
+        batch_tokens: positions per batch of the longer side, padding included (pairs are batched by length).
         progress: called as `progress(done, total)` (pairs) after each batch.
 
     Returns:
@@ -189,6 +181,11 @@ def score_texts(
     Raises:
         ValueError: different numbers of sources and targets, or batch_tokens < 1.
         TypeError: a sentence that is not a str.
+
+    Example:
+        model, tokenizer, _ = load_translation_model("runs/multi30k")
+        [pair] = score_texts(model, tokenizer, ["Ein Hund läuft."], ["A dog runs."])
+        pair.log_prob, pair.num_tokens, pair.average  # natural log; tokens + EOS; log_prob / num_tokens
     """
     return TextScorer(model, tokenizer, batch_tokens=batch_tokens)(sources, targets, progress=progress)
 
@@ -202,6 +199,5 @@ def _pad(rows: List[np.ndarray], pad_id: int) -> np.ndarray:
 
 
 def format_scores(results: Sequence[PairScore]) -> List[str]:
-    """`tft-score`'s output lines: `log_prob<TAB>average<TAB>num_tokens` per pair, 6 decimals
-    (e.g. `-12.345600\\t-1.028800\\t12`)."""
+    """`tft-score`'s lines: `log_prob<TAB>average<TAB>num_tokens` per pair, 6 decimals."""
     return [f"{result.log_prob:.6f}\t{result.average:.6f}\t{result.num_tokens}" for result in results]

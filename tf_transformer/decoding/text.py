@@ -35,7 +35,9 @@ class TextTranslator:
     each hypothesis its word alignment (`tf_transformer.decoding.alignment`: one teacher-forced pass over the
     output, the cross-attention of `alignment_layer`, default the penultimate decoder layer, averaged over its
     heads). Call it as `translator(sentences, progress=None, target_prefixes=None)`; `progress(done, total)`
-    (sentences) is called after each batch.
+    (sentences) is called after each batch. With alignments, each hypothesis is a `(text, score, links)` triple:
+    `(i, j)` links of source word i (of `sentence.split()`) to target word j (of `text.split()`), one per target
+    word, in target order (`[]` for an empty sentence); `alignment.format_alignment` writes them as `i-j ...`.
 
     Attributes:
         decode: the `tf.function`: int32 source ids `[batch, source_len]` -> (ids `[batch, n_best, T]`,
@@ -319,32 +321,24 @@ def translate_texts(
     """Translates sentences with a trained `Transformer` and its `Tokenizer`: one call of a `TextTranslator`
     (make one to translate several inputs, to report progress, or for word alignments).
 
-    Each sentence is tokenized and gets an EOS, as in training (source = tokens + [eos_id]); a sentence of
-    more than `config.max_length - 1` tokens is cut to its first `max_length - 1` tokens (a warning on the
-    "tf_transformer" logger says how many were). Sentences are sorted by length, longest first, and
-    batched by source tokens: a batch holds at most `batch_tokens` source positions, padding included
-    (each batch is padded to its longest sentence; a longer sentence gets a batch of its own). The decoder
-    runs in one `tf.function` traced once (`TextTranslator`); the output ids are detokenized with
-    `tokenizer`. A sentence without tokens (empty or blank) is not decoded: it gets `n_best` empty
-    translations with score 0.0.
+    Each sentence is tokenized and gets an EOS, as in training; one of more than `config.max_length - 1` tokens
+    is cut to its first `max_length - 1` (a warning counts them). A sentence without tokens (empty or blank) is
+    not decoded: it gets `n_best` empty translations with score 0.0.
 
     Args:
-        model: a `Transformer` (e.g. from `tf_transformer.checkpoints.load_translation_model`).
-        tokenizer: its `tf_transformer.data.Tokenizer`.
+        model: a `Transformer`; tokenizer: its `Tokenizer`.
         sentences: str sentences, one per translation.
-        settings: a `DecodingSettings`, as `tf_transformer.decoding.translate` takes it (default `PAPER`).
-        batch_tokens: source tokens per batch (padding included).
+        settings: a `DecodingSettings`, as `translate` takes it (default `PAPER`).
+        batch_tokens: source positions per batch, padding included (sentences are batched by length; a longer
+            sentence gets a batch of its own).
         target_prefixes: None, or one str per sentence ("" for none): each translation starts with its prefix's
-            tokens (forced, as CTranslate2's target_prefix; their log-probabilities count in the score). The
-            prefix is tokenized as a sentence is (cut to `max_length - 1` tokens), so the translation's text
-            starts with it up to the detokenizer's spacing. An empty source sentence still gets "".
+            tokens (forced, as CTranslate2's target_prefix; counted in the score; an empty sentence still gets "").
+            The prefix is tokenized and cut as a sentence is, so the text starts with it up to the detokenizer's
+            spacing.
 
     Returns:
         One list per sentence, in input order, of `n_best` `(text, score)` pairs, best first; scores as
-        `translate` gives them (length-penalised log-probability for beam search). A `TextTranslator` with
-        `with_alignments` gives `(text, score, links)` triples: links are `(i, j)` pairs, source word i (of
-        `sentence.split()`) to target word j (of `text.split()`), one for each target word, in target order
-        (`[]` for an empty sentence); `alignment.format_alignment` writes them as `i-j i-j ...`.
+        `translate` gives them.
 
     Raises:
         ValueError: a bad batch_tokens. TypeError: `settings` is not a `DecodingSettings`,

@@ -39,10 +39,7 @@ def translate(
         model: a `Transformer` (any `DecodableModel`).
         source_ids: int `[batch, source_len]`, 0 = padding.
         settings: a `DecodingSettings` (default `PAPER`, the paper's decoding).
-        jit_compile: True when the caller compiles this call with XLA (`tf.function(jit_compile=True)`):
-            fixed-size caches, which XLA needs (see `greedy_decode`).
-        target_prefix_ids: int `[batch, prefix_len]`, 0-padded at the end, or None: each output starts with its
-            row's tokens (forced; counted in the score; a row of zeros: no prefix).
+        jit_compile, target_prefix_ids: as in `greedy_decode`.
 
     Returns:
         A `DecodeResult(ids [batch, n_best, T], scores [batch, n_best])`, see the package docstring.

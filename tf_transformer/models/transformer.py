@@ -99,16 +99,14 @@ class Transformer(keras.Model):
         )
 
     def set_dropout(self, rate: float, rebuild_train_function: bool = False) -> None:
-        """Sets P_drop, the config's `dropout` (the embeddings and every sublayer output), on the model.
-
-        The one way to change the dropout of a built model: the time budget (`training/budget.py`) calls only this
-        when it chooses the dropout during `fit`.
+        """Sets P_drop, the config's `dropout` (the embeddings and every sublayer output): the one way to change a
+        built model's dropout (the time budget does, during `fit`).
 
         Args:
-            rate: the new P_drop, in [0, 1). A positive rate needs a model created with a positive dropout.
-            rebuild_train_function: also rebuild the traced training function (`make_train_function(force=True)`),
-                which otherwise keeps the rate it was traced with; a `fit` in progress trains its next step at
-                `rate`. False: the rate counts from the next trace (e.g. the first `fit`).
+            rate: the new P_drop, in [0, 1).
+            rebuild_train_function: also rebuild the traced training function, which otherwise keeps the rate it
+                was traced with, so that a `fit` in progress trains its next step at `rate`. False: the rate counts
+                from the next trace (e.g. the first `fit`).
 
         Raises:
             ConfigError: a positive rate for a model created with dropout 0 (its dropout layers have no random state).
@@ -166,13 +164,9 @@ class Transformer(keras.Model):
         return outputs, memory_mask
 
     def init_cache(self, memory, max_length):
-        """Per-layer decoder caches for up to `max_length` target tokens (cross-attention keys computed once).
-
-        `max_length=None` gives growing self-attention caches, cheaper per step in graph mode but not
-        compilable by XLA (see `MultiHeadAttention.empty_cache`). One `{"self": ..., "cross": ...}` per layer,
-        each a typed `KeyValueCache` (`tf_transformer.layers`, defined in tf_transformer/layers/_cache.py) that
-        tiles, reorders and states its loop shape invariants itself.
-        """
+        """One `{"self": ..., "cross": ...}` of `KeyValueCache`s per decoder layer for up to `max_length` target
+        tokens (cross-attention keys computed here, once). `max_length=None`: growing self-attention caches, cheaper
+        per step but not compilable by XLA."""
         if not self.built:
             self.build()  # the cache needs the attention weights, which a first call would otherwise create
         return self.decoder.init_cache(memory, max_length)
@@ -189,13 +183,10 @@ class Transformer(keras.Model):
         output_kernel=None,
         dequantized_kernels=None,
     ):
-        """float32 logits `[batch, target_len, vocab]` for `target_ids` given the encoder output.
-
-        With `cache` and `decode_index`, `target_ids` are the tokens at positions `decode_index ...` and the
-        updated cache is returned after the logits; earlier positions come from the cache. `output_kernel`
-        is the pre-softmax projection from `decoding_constants()` (None: computed from the weights), and
-        `dequantized_kernels` (an int8 model's) the decoder's kernels dequantized once, from there too.
-        """
+        """float32 logits `[batch, target_len, vocab]` for `target_ids` given the encoder output. With `cache` and
+        `decode_index`, `target_ids` are the tokens from position `decode_index` on and the updated cache follows the
+        logits. `output_kernel` and `dequantized_kernels` (an int8 model's) come from `decoding_constants()`, computed
+        once per decoding call (None: from the weights at each call)."""
         with _quantized.substitute(dequantized_kernels):
             return self._decode(
                 target_ids, memory, memory_mask, training, cache, decode_index, return_attention_scores, output_kernel
@@ -237,20 +228,13 @@ class Transformer(keras.Model):
         return logits if len(outputs) == 1 else (logits,) + outputs[1:]
 
     def attention_weights(self, source_ids, target_ids, training=False):
-        """Every attention weight of one teacher-forced pass: for inspection and plots, not for training.
+        """Every attention weight of one teacher-forced pass, for inspection (taken before attention dropout).
 
-        Args:
-            source_ids: int `[batch, source_len]`, 0 = padding.
-            target_ids: int `[batch, target_len]`, the decoder inputs (starting with `bos_id`), 0 = padding.
-            training: whether dropout is active (the weights are those before attention dropout).
-
-        Returns:
-            A dict of lists with one float32 tensor per layer, bottom first:
-            "encoder_self" `[batch, num_heads, source_len, source_len]`,
-            "decoder_self" `[batch, num_heads, target_len, target_len]` (0 above the diagonal),
-            "decoder_cross" `[batch, num_heads, target_len, source_len]`.
-            Each row is a softmax over the keys; padded keys get weight 0 (unless every key of the row is
-            padding: then the row is uniform).
+        `source_ids` int `[batch, source_len]` and `target_ids` (the decoder inputs, from `bos_id`) int
+        `[batch, target_len]`, 0 = padding. Returns lists of float32 tensors, one per layer, bottom first:
+        "encoder_self" `[batch, heads, source_len, source_len]`, "decoder_self" `[batch, heads, target_len,
+        target_len]` (0 above the diagonal), "decoder_cross" `[batch, heads, target_len, source_len]`. Each row is
+        a softmax over the keys, 0 on padded keys (uniform when every key of the row is padding).
         """
         memory, memory_mask, encoder_self = self.encode(source_ids, training=training, return_attention_scores=True)
         _, decoder_scores = self.decode(

@@ -375,6 +375,5 @@ def _read_source(model_dir: pathlib.Path) -> Tuple[Recipe, str, int, bool]:
 
 
 def _lowercases(meta: dict) -> bool:
-    """Whether the vocabulary of tokenizer.json's `meta` case-folds (SentencePiece's "*_cf" normalization rules,
-    WordPiece's `lower_case`)."""
+    """Whether tokenizer.json's `meta` case-folds: SentencePiece's "*_cf" normalization, WordPiece's `lower_case`."""
     return str(meta.get("normalization", "")).endswith("_cf") or bool(meta.get("lower_case", False))

@@ -141,11 +141,9 @@ def _broadcast_weights(sample_weight, weights):
 
 
 def _scale_for_replicas(value):
-    """`value / num_replicas_in_sync` under a `tf.distribute` strategy with several replicas, else `value`.
-
-    What every Keras loss does to its result (Keras' `scale_loss_for_distribution`, which is not public API),
-    written the same way (a multiply by the reciprocal, not a divide) so that the value is Keras' bit for bit.
-    """
+    """`value / num_replicas_in_sync` under a `tf.distribute` strategy with several replicas, else `value`: what
+    every Keras loss does (Keras' `scale_loss_for_distribution`, not public API), written the same way (a multiply
+    by the reciprocal, not a divide) so that the value is Keras' bit for bit."""
     replicas = tf.distribute.get_strategy().num_replicas_in_sync
     if replicas > 1:
         value = ops.multiply(value, ops.cast(1.0 / replicas, value.dtype))

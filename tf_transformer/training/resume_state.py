@@ -91,9 +91,8 @@ class ResumeState:
             )
 
     def counter(self) -> keras.callbacks.Callback:
-        """A callback for `model.fit` that advances the position after every training step (list it before the
-        callback that saves checkpoints, so each checkpoint holds the position of its own step)."""
-        return _CountBatches(self)
+        """A `model.fit` callback advancing the position each step: list it before the checkpoint saver."""
+        return _CountBatches(self)  # before the saver, so that each checkpoint holds its own step's position
 
     def advance(self) -> None:
         """Advances the position by one optimizer step's batches (the multi-worker loop calls it after a step)."""

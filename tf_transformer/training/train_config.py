@@ -257,8 +257,7 @@ class TrainConfig(JsonConfig):
 
     @property
     def fits_budget(self) -> bool:
-        """Whether the run fits its learning rate to its budget: `budget_schedule` "on", or "auto" with a time
-        limit (a run without one keeps the schedule as it is unless asked)."""
+        """Whether the run fits its learning rate to its budget: `budget_schedule` "on", or "auto" with a time limit."""
         return self.budget_schedule == "on" or (self.budget_schedule == "auto" and self.time_limit_minutes is not None)
 
     @classmethod
