@@ -316,3 +316,48 @@ def test_no_function_has_more_docstring_than_code_unless_it_carries_an_example()
         "cut each docstring to its contract (arguments, shapes, returns, errors) and the reasons the code cannot "
         f"say, or give a public entry point a short example ('>>>' or 'Example:'): {wordy}"
     )
+
+
+# Issue 56: one writer of each file of the model directory. A writer is a function that names the file's constant
+# (tf_transformer/model_dir.py) and calls a writing function; export/ writes its own SavedModel folder, not a model
+# directory.
+MODEL_DIR_FILES = ("CONFIG_FILE", "DATA_CONFIG_FILE", "TRAIN_CONFIG_FILE", "DATA_REPORT_FILE", "DECODING_FILE")
+WRITING_CALLS = {"write_atomically", "to_json", "write_text", "write_bytes", "open", "dump"}
+
+
+def model_dir_writers(sources):
+    """{constant: [file:function, ...]} of the functions of `sources` that name a model-directory file's constant and
+    call a writing function."""
+    writers = {name: [] for name in MODEL_DIR_FILES}
+    for path in sources:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            names = {sub.id for sub in ast.walk(node) if isinstance(sub, ast.Name)}
+            calls = {
+                getattr(sub.func, "id", getattr(sub.func, "attr", None))
+                for sub in ast.walk(node)
+                if isinstance(sub, ast.Call)
+            }
+            if calls & WRITING_CALLS:
+                for name in MODEL_DIR_FILES:
+                    if name in names:
+                        writers[name].append(f"{path.name}:{node.name}")
+    return writers
+
+
+def test_the_writer_counter_finds_each_writer(tmp_path):
+    source = tmp_path / "example.py"
+    source.write_text(
+        "def save(d):\n    write_atomically(d / CONFIG_FILE, 'x')\n"
+        "def also(d):\n    (d / CONFIG_FILE).write_text('y')\n"
+        "def read(d):\n    return (d / DECODING_FILE).read_text()\n"
+    )
+    writers = model_dir_writers([source])
+    assert writers["CONFIG_FILE"] == ["example.py:save", "example.py:also"] and writers["DECODING_FILE"] == []
+
+
+def test_each_file_of_the_model_directory_has_one_writer():
+    sources = [path for path in SOURCES if "export" not in path.relative_to(PACKAGE).parts]
+    writers = model_dir_writers(sources)
+    assert {name: len(found) for name, found in writers.items()} == dict.fromkeys(MODEL_DIR_FILES, 1), writers
