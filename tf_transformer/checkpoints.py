@@ -83,7 +83,9 @@ def load_translation_model(
 
     Returns:
         `(model, tokenizer, config)`: a built `Transformer` (call it with `training=False`), the `Tokenizer`
-        of `vocab/`, the `TransformerConfig`.
+        of `vocab/`, the `TransformerConfig`. The model computes in Keras' global dtype policy (float32 unless
+        set): `keras.config.set_dtype_policy("mixed_bfloat16")` before loading gives float32 weights computing
+        in bf16, with float32 logits (the decoding commands' --mixed_precision does that).
 
     Raises:
         FileNotFoundError: model_dir, its config.json, vocab/ or the checkpoint is missing.

@@ -27,7 +27,8 @@ def quantize_model(model, mode: str = "int8"):
     activations stay float32. Quantize a model once, and not for training.
 
     Raises:
-        ValueError: an unknown mode, or a model quantized already.
+        ValueError: an unknown mode, a model quantized already, or (int8) one that computes in bf16 or float16:
+            the int8 weights are dequantized to float32.
 
     Example:
         model, tokenizer, _ = tf_transformer.checkpoints.load_translation_model("runs/multi30k")
@@ -35,5 +36,11 @@ def quantize_model(model, mode: str = "int8"):
         tf_transformer.decoding.text.translate_texts(model, tokenizer, ["A dog runs in the snow."])
     """
     if check_mode(mode) != "none":  # Keras' wrapper of `model.quantize` knows no "none"
+        if model.compute_dtype != "float32":
+            raise ValueError(
+                f"quantize: {mode} weights compute in float32, but the model computes in {model.compute_dtype}. Fix: "
+                "load it under the float32 dtype policy (keras.config.set_dtype_policy('float32'); the commands: "
+                "--mixed_precision=float32, or leave it out)."
+            )
         model.quantize(mode)
     return model

@@ -1,4 +1,5 @@
 """The checkpoint and decoding flags that `tft-translate` and `tft-evaluate` share: one definition, one check.
+Importing it also brings --mixed_precision (`tf_transformer.cli._precision_flag`), which `load_model` applies.
 
 Importing this module defines the flags in absl's global FLAGS (only the binaries import it); each binary's
 `adopt_help(__name__, __name__ of this module)` shows them in its --help. A decoding flag the user gives wins;
@@ -10,6 +11,7 @@ import logging
 from absl import flags
 
 from tf_transformer.checkpoint_files import check_latest_checkpoint
+from tf_transformer.cli import _precision_flag as precision_flag
 from tf_transformer.cli import check_weights_flags
 from tf_transformer.decoding.settings import (
     DEFAULTS,
@@ -22,6 +24,9 @@ from tf_transformer.decoding.settings import (
 )  # fmt: skip
 from tf_transformer.model_dir import check_model_dir
 from tf_transformer.quantization import MODES as QUANTIZE_MODES
+
+# The modules whose flags a decoding binary takes from here, for its --help (`run_binary`).
+FLAG_MODULES = (__name__, precision_flag.__name__)
 
 CHECKPOINT = flags.DEFINE_string("checkpoint", None, "A checkpoint path prefix, or best (default: the latest).")
 AVERAGE_LAST = flags.DEFINE_integer(
@@ -65,6 +70,7 @@ def check_flag_values() -> None:
     """The checkpoint and decoding flags' own checks (no file read), for the binaries' check_flag_values."""
     check_checkpoint_flags()
     check_settings(_given(), prefix="--")
+    precision_flag.check_flag_value(QUANTIZE.value)
 
 
 def _given() -> dict:
@@ -87,9 +93,11 @@ def settings(model_dir: str, **others) -> DecodingSettings:
 
 def load_model(model_dir: str, decoding: DecodingSettings):
     """`(model, tokenizer, config)` of `model_dir` with the weights the checkpoint flags (or `decoding`'s
-    average_last, from `settings`) choose, quantized as --quantize says."""
+    average_last, from `settings`) choose, computing in the precision --mixed_precision gives, quantized as
+    --quantize says."""
     from tf_transformer.checkpoints import load_translation_model  # heavy: only when a model is used
     from tf_transformer.quantization import quantize_model
 
+    precision_flag.apply(QUANTIZE.value)
     loaded = load_translation_model(model_dir, CHECKPOINT.value, average_last=decoding.average_last)
     return (quantize_model(loaded[0], QUANTIZE.value),) + tuple(loaded[1:])

@@ -8,7 +8,9 @@ e.g. --model_dir=runs/multi30k --sources=../shared/data/multi30k/val.en.gz in pl
 (the decoding flags of tft-translate: --checkpoint (a path, or best) or --average_last, --beam_size,
 --length_penalty, --method, --batch_tokens, --max_decode_length, --no_repeat_ngram_size; those not given come
 from the model directory's decoding.json, as in tft-translate). Files are plain or gzip, one sentence a line,
-aligned by line. --quantize=int8 quantizes the model's weights to int8 in memory first (as in tft-translate).
+aligned by line. --quantize=int8 quantizes the model's weights to int8 in memory first, and --mixed_precision
+(auto: mixed_bfloat16 where the CPU computes bf16 natively, else float32) sets the precision it decodes in, as in
+tft-translate.
 Prints {"bleu", "bleu_signature", "chrf", "chrf_signature", "tok_lower_bleu", "sentences", ...}: see
 `tf_transformer.evaluation.score_translations` for what each figure is. --language=de (the target language) adds
 "moses_lower_bleu": BLEU on Multi30k's own lowercased, Moses-tokenized text, the figure Multi30k papers report.
@@ -92,6 +94,7 @@ def tune(penalties, decoding):
     """--tune_on=val: the length penalty of `penalties` with the best validation BLEU, written into decoding.json."""
     from tf_transformer.decoding.tuning import tune_length_penalty
 
+    decoding_flags.precision_flag.apply("none")  # the model tune_length_penalty loads computes in it
     return tune_length_penalty(
         _MODEL_DIR.value, penalties, decoding, checkpoint=decoding_flags.CHECKPOINT.value,
         batch_tokens=decoding_flags.BATCH_TOKENS.value,
@@ -141,6 +144,11 @@ def check_scoring_flag_values():
         )
     if with_model and (_MODEL_DIR.value is None or _SOURCES.value is None):
         raise ValueError("--model_dir and --sources go together: pass both.")
+    if not with_model and decoding_flags.precision_flag.MIXED_PRECISION.present:
+        raise ValueError(
+            "--mixed_precision: the precision a model translates in, but --hypotheses are scored without one. Fix: "
+            "leave it out, or translate with --model_dir and --sources."
+        )
     from tf_transformer.evaluation.bleu import check_language  # sacrebleu only, no TensorFlow
 
     check_language(_LANGUAGE.value)
@@ -185,7 +193,7 @@ def main(argv, checked):
 def run():
     """The `tft-evaluate` command (its console script and the checkout's wrapper script call it)."""
     # Scoring a file of translations needs no model, so no TensorFlow: it takes as long as sacrebleu.
-    run_binary(__name__, main, decoding_flags.__name__, check_flags=check_flags,
+    run_binary(__name__, main, *decoding_flags.FLAG_MODULES, check_flags=check_flags,
                needs_tensorflow=lambda checked: _HYPOTHESES.value is None)  # fmt: skip
 
 

@@ -16,6 +16,13 @@ translate_with_prefix (inputs, target_prefixes) forces each translation's start 
 `tf_transformer.export.export_saved_model`. --quantize=int8 stores the matrices as int8 (a smaller export;
 `tf_transformer.quantization`), recorded in export_config.json as "quantize". A bad setting stops the command before
 the model is read.
+
+Precision: the export computes in float32 unless --mixed_precision says otherwise (recorded in export_config.json as
+"mixed_precision"). A SavedModel holds its graph's dtypes, and stock TensorFlow Serving runs a bf16 graph on any CPU
+without using AVX-512 BF16 or AMX (its release build has no oneDNN), so float32 is what serves fastest there; on a
+bf16 CPU serve the float32 export with a oneDNN build of TensorFlow Serving and its --mixed_precision=bfloat16, or
+export --mixed_precision=mixed_bfloat16 for a server known to compute bf16 (docs/serving.md, "Precision"). auto
+decides by the exporting machine's hardware, as the other commands do.
 """
 
 import logging as pylogging
@@ -23,6 +30,7 @@ import logging as pylogging
 from absl import flags
 
 from tf_transformer.checkpoint_files import check_latest_checkpoint
+from tf_transformer.cli import _precision_flag as precision_flag
 from tf_transformer.cli import check_weights_flags, exit_on, run_binary
 from tf_transformer.decoding.settings import DEFAULTS, DecodingSettings, check_settings, describe, resolve_settings
 from tf_transformer.model_dir import check_model_dir
@@ -61,6 +69,10 @@ _NO_REPEAT_NGRAM_SIZE = flags.DEFINE_integer(
 )  # fmt: skip
 
 
+# The serving machine is not known when a model is exported; stock TensorFlow Serving computes float32 fastest.
+flags.FLAGS.set_default(precision_flag.MIXED_PRECISION.name, "float32")
+
+
 def check_flags():
     """The flags and the model directory's decoding settings, checked before TensorFlow starts and the model is
     read: (settings, where each came from)."""
@@ -77,6 +89,7 @@ def check_flag_values():
     """The flags' own checks (no file read): check_flags runs them first, tests/test_docs.py on documented lines."""
     check_weights_flags(_CHECKPOINT.value, _AVERAGE_LAST.value)
     check_settings(_given(), prefix="--")
+    precision_flag.check_flag_value(_QUANTIZE.value)
 
 
 def _given() -> dict:
@@ -93,6 +106,7 @@ def main(argv, checked):
     with exit_on(FileNotFoundError, FileExistsError, ValueError):  # ConfigError and DataError are ValueErrors
         from tf_transformer.export import export_saved_model  # not at the top: --help needs no TensorFlow
 
+        precision_flag.apply(_QUANTIZE.value)  # the model export_saved_model builds computes in it
         path = export_saved_model(
             _MODEL_DIR.value, _EXPORT_DIR.value, settings, version=_VERSION.value, checkpoint=_CHECKPOINT.value,
             quantize=_QUANTIZE.value,
@@ -102,7 +116,7 @@ def main(argv, checked):
 
 def run():
     """The `tft-export` command (its console script and the checkout's wrapper script call it)."""
-    run_binary(__name__, main, check_flags=check_flags)
+    run_binary(__name__, main, precision_flag.__name__, check_flags=check_flags)
 
 
 if __name__ == "__main__":

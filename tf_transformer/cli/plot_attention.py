@@ -10,7 +10,8 @@ Without --target the model translates the sentence and the plots show the attent
 Weights and decoding as tft-translate: --checkpoint, --average_last, --beam_size, --length_penalty, --method,
 --no_repeat_ngram_size and --max_decode_length default to MODEL_DIR/decoding.json (so a trained run's plots show
 the averaged model and the translation tft-translate gives), else to the paper's settings and the loop guards;
-a log line says which were used, and the printed JSON has them under "decoding". Everything happens in
+a log line says which were used, and the printed JSON has them under "decoding"; --mixed_precision as in
+tft-translate (auto: bf16 where the CPU computes it). Everything happens in
 `tf_transformer.visualization.write_attention_plots`.
 """
 
@@ -78,7 +79,7 @@ def main(argv, checked):
 
 def run():
     """The `tft-plot-attention` command (its console script and the checkout's wrapper script call it)."""
-    run_binary(__name__, main, decoding_flags.__name__, check_flags=check_flags)
+    run_binary(__name__, main, *decoding_flags.FLAG_MODULES, check_flags=check_flags)
 
 
 if __name__ == "__main__":

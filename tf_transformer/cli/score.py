@@ -19,7 +19,8 @@ A progress bar goes to stderr when --output is a file. Scoring happens in
 
 Weights as in tft-translate: the latest checkpoint of --model_dir/checkpoints; --checkpoint=PATH for another
 (or best); --average_last=N to average the last N checkpoints in memory; without either, MODEL_DIR/decoding.json's
-average_last if it sets one.
+average_last if it sets one. --mixed_precision as in tft-translate: auto scores in mixed_bfloat16 where the CPU
+computes bf16 natively, else in float32 (the log-probabilities are summed in float32 either way).
 """
 
 import logging as pylogging
@@ -27,6 +28,7 @@ import logging as pylogging
 from absl import flags
 
 from tf_transformer.checkpoint_files import check_latest_checkpoint
+from tf_transformer.cli import _precision_flag as precision_flag
 from tf_transformer.cli import check_weights_flags, exit_on, progress_bar, run_binary, write_output
 from tf_transformer.data.text_files import read_sentences
 from tf_transformer.decoding.settings import resolve_settings
@@ -81,6 +83,7 @@ def main(argv, checked):
         pylogging.getLogger("tf_transformer").info(
             "Scoring with average_last=%s (%s)", "none" if average_last is None else average_last, origin
         )
+        precision_flag.apply("none")
         model, tokenizer, _ = load_translation_model(_MODEL_DIR.value, _CHECKPOINT.value, average_last=average_last)
         with progress_bar(len(sources), "pair", shown=_OUTPUT.value is not None) as progress:
             results = score_texts(
@@ -91,7 +94,7 @@ def main(argv, checked):
 
 def run():
     """The `tft-score` command (its console script and the checkout's wrapper script call it)."""
-    run_binary(__name__, main, check_flags=check_flags)
+    run_binary(__name__, main, precision_flag.__name__, check_flags=check_flags)
 
 
 if __name__ == "__main__":

@@ -43,6 +43,11 @@ checkpoint flags are fixed in the export and refused here; --n_best may be at mo
 
 With --quantize=int8 (and --model_dir) the loaded weights are quantized to int8 in memory first
 (`tf_transformer.quantization`; an export's are fixed when it is made: tft-export --quantize=int8).
+
+Precision: --mixed_precision=auto (the default) decodes in mixed_bfloat16 where the CPU computes bf16 natively
+(AVX-512 BF16 or AMX; a GPU of compute capability 8.0+), else in float32, as tft-train chooses; --mixed_precision=
+float32 or mixed_bfloat16 forces one. The weights stay float32 and the scores are float32 either way; one log line
+says which precision and why. An export's precision is fixed when it is made (tft-export --mixed_precision).
 """
 
 import logging as pylogging
@@ -81,7 +86,7 @@ _ALIGNMENT_LAYER = flags.DEFINE_integer(
 # Fixed when a model is exported: not flags of a translation with --saved_model.
 _EXPORT_SETTINGS = (
     "checkpoint", "average_last", "beam_size", "length_penalty", "method", "max_decode_length", "no_repeat_ngram_size",
-    "quantize",
+    "quantize", "mixed_precision",
 )  # fmt: skip
 
 
@@ -153,7 +158,7 @@ def main(argv, checked):
 
 def run():
     """The `tft-translate` command (its console script and the checkout's wrapper script call it)."""
-    run_binary(__name__, main, decoding_flags.__name__, check_flags=check_flags)
+    run_binary(__name__, main, *decoding_flags.FLAG_MODULES, check_flags=check_flags)
 
 
 if __name__ == "__main__":

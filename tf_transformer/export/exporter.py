@@ -80,6 +80,9 @@ def export_saved_model(
         quantize: "int8" to store the matrices as int8 (`tf_transformer.quantization.quantize_model`; TensorFlow
             core ops only, so TensorFlow Serving runs it), "none" for float32.
 
+    The model computes in Keras' global dtype policy, as `load_translation_model` builds it (float32 unless set;
+    tft-export --mixed_precision sets it), recorded in export_config.json as "mixed_precision".
+
     Returns:
         The version folder, `export_dir/<version>`.
 
@@ -119,6 +122,7 @@ def export_saved_model(
         # with N, the weights are the average of the last N, the newest "checkpoint"
         "average_last": settings.average_last,
         "quantize": quantize,  # int8: the SavedModel's matrices are int8 (tf_transformer.quantization)
+        "mixed_precision": model.dtype_policy.name,  # the graph's compute dtype is fixed in the SavedModel
         "signatures": SIGNATURES,
         "tensorflow_version": tf.__version__,
         "tensorflow_text_version": _tensorflow_text_version(),
