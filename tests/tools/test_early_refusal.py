@@ -72,3 +72,31 @@ def test_a_model_dir_that_is_no_model_directory_is_refused_before_tensorflow_sta
     assert errors == [expected + "Fix: pass the --model_dir that tft-train wrote."], result.stderr[-2000:]
     imported = {line.rsplit("|", 1)[1].strip() for line in lines if line.startswith("import time:")}
     assert "tf_transformer.cli" in imported and "tensorflow" not in imported  # refused before TensorFlow starts
+
+
+@pytest.mark.parametrize("tool, flags", DECODING_TOOLS)
+def test_bf16_with_int8_weights_is_refused_before_tensorflow_starts(broken_model_dir, tool, flags):
+    command = [sys.executable, "-X", "importtime", str(ROOT / "tools" / tool), f"--model_dir={broken_model_dir}",
+               "--quantize=int8", "--mixed_precision=mixed_bfloat16", *flags]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, env=ENV)
+    assert result.returncode == 1, result.stderr[-2000:]
+    lines = result.stderr.splitlines()
+    errors = [line for line in lines if line.startswith("error:")]
+    assert errors == [
+        "error: --mixed_precision=mixed_bfloat16 with --quantize=int8: int8 weights are dequantized to float32 and "
+        "compute in it. Fix: leave out --mixed_precision (auto is float32 with --quantize=int8), or --quantize."
+    ], result.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[1].strip() for line in lines if line.startswith("import time:")}
+    assert "tensorflow" not in imported
+
+
+def test_an_exports_precision_is_refused_with_saved_model(tmp_path):
+    command = [sys.executable, "-X", "importtime", str(ROOT / "tools" / "translate.py"), f"--saved_model={tmp_path}",
+               "--mixed_precision=float32", "--input=/nonexistent/input.en"]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, env=ENV)
+    assert result.returncode == 1, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: --mixed_precision: fixed when the model was exported, so not a flag with --saved_model. Fix: leave "
+        "it out, or export again with the setting (tft-export)."
+    ]

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -31,8 +32,18 @@ TF_LOG_LINE = re.compile(
 )
 
 
+# The commands that load a model decode in the precision the CPU computes fastest (--mixed_precision=auto: bf16
+# where it computes bf16); here they decode in float32, as the in-process library calls they are compared with.
+# test_the_decoding_commands_decode_in_the_precision_asked_for tests the flag.
+FLOAT32_TOOLS = ("translate.py", "evaluate.py", "score.py", "plot_attention.py")
+
+
 def run(tool, *arguments, stdin=None, timeout=300, env=ENV, python_options=()):
-    command = [sys.executable, *python_options, str(TOOLS / tool), *map(str, arguments)]
+    arguments = [str(argument) for argument in arguments]
+    chooses_precision = not any(argument.startswith(("--saved_model=", "--mixed_precision=")) for argument in arguments)
+    if tool in FLOAT32_TOOLS and chooses_precision:
+        arguments.append("--mixed_precision=float32")
+    command = [sys.executable, *python_options, str(TOOLS / tool), *arguments]
     return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -348,6 +359,8 @@ def test_export_takes_its_settings_from_decoding_json(
     assert "Decoding: beam_size=2 (decoding.json), length_penalty=1.5 (decoding.json), average_last=2" in result.stderr
     recorded = json.loads((tmp_path / "exports" / "1" / "assets" / "export_config.json").read_text())
     assert (recorded["beam_size"], recorded["length_penalty"], recorded["average_last"]) == (2, 1.5, 2)
+    assert "Precision: float32 (as requested)" in result.stderr  # the export's default: docs/serving.md says why
+    assert recorded["mixed_precision"] == "float32"
 
     # And it decodes so: its 2 best (beam 2) are those of the model directory's averaged weights at length
     # penalty 1.5, scores included (length-penalised: 0.6 gives other scores to the same translations).
@@ -737,3 +750,66 @@ def test_train_fine_tunes_from_a_model_dir_with_the_budget_schedule_on(model_dir
     assert saved["budget_schedule"] == "on" and saved["time_limit_minutes"] is None
     assert (plan["time_limit_minutes"], plan["segment_start"], plan["end_step"], plan["decay_start"]) == (None, 0, 2, 1)
     assert (path / "checkpoints" / "ckpt-2.index").is_file()
+
+
+def test_the_decoding_commands_decode_in_the_precision_asked_for(model_dir, sources, tmp_path):
+    # --mixed_precision=mixed_bfloat16 in tft-translate, tft-score, tft-evaluate and tft-export: each says so in
+    # one line and computes what the library computes with a model loaded under that policy; auto is what
+    # training's resolve_precision gives this machine.
+    from tf_transformer.checkpoints import load_translation_model
+    from tf_transformer.decoding.scoring import score_texts
+    from tf_transformer.decoding.text import format_results, translate_texts
+    from tf_transformer.export import translate_with_saved_model
+    from tf_transformer.training.precision import resolve_precision
+
+    previous = keras.config.dtype_policy()
+    in_process = {}
+    for policy in ("float32", "mixed_bfloat16"):
+        keras.config.set_dtype_policy(policy)
+        try:
+            in_process[policy] = load_translation_model(model_dir)[:2]
+        finally:
+            keras.config.set_dtype_policy(previous)
+    settings = DecodingSettings(n_best=2, max_decode_length=8, no_repeat_ngram_size=4)  # as decoding.json says
+
+    def translated(policy):
+        results = translate_texts(*in_process[policy], sources, settings)
+        return n_best_fields("".join(line + "\n" for line in format_results(results, scored=True)))
+
+    expected = {policy: translated(policy) for policy in in_process}
+    assert expected["mixed_bfloat16"] != expected["float32"]  # the scores at least: bf16 computes otherwise
+    stdin = "".join(line + "\n" for line in sources)
+    auto, why = resolve_precision("auto")
+    for flag, policy, reason in (("mixed_bfloat16", "mixed_bfloat16", "as requested"), ("auto", auto, why)):
+        result = run("translate.py", f"--model_dir={model_dir}", f"--mixed_precision={flag}", *N_BEST, stdin=stdin)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert f"Precision: {policy} ({reason})" in result.stderr
+        served = n_best_fields(result.stdout)
+        assert [(i, text) for i, text, _ in served] == [(i, text) for i, text, _ in expected[policy]]
+        assert [score for *_, score in served] == pytest.approx([score for *_, score in expected[policy]], abs=2e-4)
+
+    pairs = [sentence for sentence in sources if sentence.strip()]
+    pair_file = write_lines(tmp_path / "pairs.en", pairs)
+    scored = run("score.py", f"--model_dir={model_dir}", f"--sources={pair_file}", f"--targets={pair_file}",
+                 "--mixed_precision=mixed_bfloat16")  # fmt: skip
+    assert scored.returncode == 0, scored.stderr[-3000:]
+    assert "Precision: mixed_bfloat16 (as requested)" in scored.stderr
+    log_probs = [float(line.split("\t")[0]) for line in scored.stdout.splitlines()]
+    expected_scores = score_texts(*in_process["mixed_bfloat16"], pairs, pairs)
+    assert log_probs == pytest.approx([score.log_prob for score in expected_scores], abs=1e-4)
+
+    evaluated = run("evaluate.py", f"--model_dir={model_dir}", f"--sources={pair_file}", f"--references={pair_file}",
+                    "--mixed_precision=mixed_bfloat16", *DECODING)  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert "Precision: mixed_bfloat16 (as requested)" in evaluated.stderr
+
+    # A bf16 export translates as the bf16 model in process, and says so in export_config.json.
+    exported = run("export.py", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'exports'}",
+                   "--mixed_precision=mixed_bfloat16", "--max_decode_length=8", "--n_best=2")  # fmt: skip
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    assert "Precision: mixed_bfloat16 (as requested)" in exported.stderr
+    recorded = json.loads((tmp_path / "exports" / "1" / "assets" / "export_config.json").read_text())
+    assert recorded["mixed_precision"] == "mixed_bfloat16"
+    served = translate_with_saved_model(tmp_path / "exports" / "1", sources, n_best=2)
+    served = n_best_fields("".join(line + "\n" for line in format_results(served, scored=True)))
+    assert [(i, text) for i, text, _ in served] == [(i, text) for i, text, _ in expected["mixed_bfloat16"]]

@@ -84,6 +84,7 @@ def settings(model_dir: str, **others) -> DecodingSettings:
     Reads decoding.json, not the model: a bad flag, a --model_dir that is no model directory, or a latest checkpoint
     with a missing file (when it is the one used) stops the command before anything heavy runs."""
     check_checkpoint_flags()
+    precision_flag.check_flag_value(QUANTIZE.value)
     check_model_dir(model_dir)
     value, sources = command_settings(_given(), model_dir, checkpoint_given=CHECKPOINT.value is not None, **others)
     check_latest_checkpoint(model_dir, CHECKPOINT.value, value.average_last)  # refused here, not after TF's start

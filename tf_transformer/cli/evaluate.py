@@ -144,11 +144,6 @@ def check_scoring_flag_values():
         )
     if with_model and (_MODEL_DIR.value is None or _SOURCES.value is None):
         raise ValueError("--model_dir and --sources go together: pass both.")
-    if not with_model and decoding_flags.precision_flag.MIXED_PRECISION.present:
-        raise ValueError(
-            "--mixed_precision: the precision a model translates in, but --hypotheses are scored without one. Fix: "
-            "leave it out, or translate with --model_dir and --sources."
-        )
     from tf_transformer.evaluation.bleu import check_language  # sacrebleu only, no TensorFlow
 
     check_language(_LANGUAGE.value)
