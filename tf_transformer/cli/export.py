@@ -18,11 +18,10 @@ translate_with_prefix (inputs, target_prefixes) forces each translation's start 
 the model is read.
 
 Precision: the export computes in float32 unless --mixed_precision says otherwise (recorded in export_config.json as
-"mixed_precision"). A SavedModel holds its graph's dtypes, and stock TensorFlow Serving runs a bf16 graph on any CPU
-without using AVX-512 BF16 or AMX (its release build has no oneDNN), so float32 is what serves fastest there; on a
-bf16 CPU serve the float32 export with a oneDNN build of TensorFlow Serving and its --mixed_precision=bfloat16, or
-export --mixed_precision=mixed_bfloat16 for a server known to compute bf16 (docs/serving.md, "Precision"). auto
-decides by the exporting machine's hardware, as the other commands do.
+"mixed_precision"). A SavedModel fixes its graph's dtypes, and the serving machine is not known here: stock
+TensorFlow Serving runs a bf16 graph on every CPU, natively only on one with AVX-512 BF16 or AMX and emulated (slower
+than float32) elsewhere. --mixed_precision=mixed_bfloat16 exports for a server known to compute bf16; auto decides
+by the exporting machine's hardware, as the other commands do (docs/serving.md, "Precision").
 """
 
 import logging as pylogging
@@ -69,7 +68,7 @@ _NO_REPEAT_NGRAM_SIZE = flags.DEFINE_integer(
 )  # fmt: skip
 
 
-# The serving machine is not known when a model is exported; stock TensorFlow Serving computes float32 fastest.
+# The serving machine is not known when a model is exported, and a float32 graph is nowhere emulated.
 flags.FLAGS.set_default(precision_flag.MIXED_PRECISION.name, "float32")
 
 

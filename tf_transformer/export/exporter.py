@@ -59,8 +59,9 @@ def export_saved_model(
     version folder holds:
 
     - `assets/config.json`: the resolved `TransformerConfig`; `assets/export_config.json`: the decoding
-      settings, the checkpoint, the signatures and the TensorFlow / tensorflow-text versions it was
-      exported with; `assets/` also has the vocabulary files (e.g. `spm.model`), for `translate_ids` users.
+      settings, the checkpoint, the precision (Keras' global dtype policy, which the model is loaded under), the
+      signatures and the TensorFlow / tensorflow-text versions it was exported with; `assets/` also has the
+      vocabulary files (e.g. `spm.model`), for `translate_ids` users.
     - `assets.extra/tf_serving_warmup_requests`: `PredictionLog` records that TensorFlow Serving replays
       when it loads the model, so the first real request does not pay for the first run of the graph
       (sentences from the model directory's validation source file when it is local, else fixed ones).
@@ -79,9 +80,6 @@ def export_saved_model(
         checkpoint: as in `load_translation_model`: None for the latest; a path prefix or a folder.
         quantize: "int8" to store the matrices as int8 (`tf_transformer.quantization.quantize_model`; TensorFlow
             core ops only, so TensorFlow Serving runs it), "none" for float32.
-
-    The model computes in Keras' global dtype policy, as `load_translation_model` builds it (float32 unless set;
-    tft-export --mixed_precision sets it), recorded in export_config.json as "mixed_precision".
 
     Returns:
         The version folder, `export_dir/<version>`.
