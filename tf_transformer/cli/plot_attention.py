@@ -10,8 +10,8 @@ Without --target the model translates the sentence and the plots show the attent
 Weights and decoding as tft-translate: --checkpoint, --average_last, --beam_size, --length_penalty, --method,
 --no_repeat_ngram_size and --max_decode_length default to MODEL_DIR/decoding.json (so a trained run's plots show
 the averaged model and the translation tft-translate gives), else to the paper's settings and the loop guards;
-a log line says which were used, and the printed JSON has them under "decoding"; --mixed_precision as in
-tft-translate (auto: bf16 where the CPU computes it). Everything happens in
+a log line says which were used, and the printed JSON has them under "decoding"; --mixed_precision is the precision
+the model computes in (auto: bf16 where the CPU computes it). Everything happens in
 `tf_transformer.visualization.write_attention_plots`.
 """
 
