@@ -38,8 +38,8 @@ class Decoder(LayerStack):
     >>> import numpy as np
     >>> decoder = Decoder(num_layers=2, d_model=8, num_heads=2, d_ff=16)
     >>> memory = np.random.rand(2, 6, 8).astype("float32")
-    >>> decoder(np.random.rand(2, 5, 8).astype("float32"), memory).shape
-    TensorShape([2, 5, 8])
+    >>> tuple(decoder(np.random.rand(2, 5, 8).astype("float32"), memory).shape)
+    (2, 5, 8)
 
     Reference: Vaswani et al., 2017, section 3.1.
     """

@@ -45,8 +45,8 @@ class DecoderLayer(ResidualBlock):
     >>> import numpy as np
     >>> layer = DecoderLayer(d_model=8, num_heads=2, d_ff=16)
     >>> memory = np.random.rand(2, 6, 8).astype("float32")
-    >>> layer(np.random.rand(2, 5, 8).astype("float32"), memory).shape
-    TensorShape([2, 5, 8])
+    >>> tuple(layer(np.random.rand(2, 5, 8).astype("float32"), memory).shape)
+    (2, 5, 8)
 
     Reference: Vaswani et al., 2017, https://arxiv.org/abs/1706.03762
     """

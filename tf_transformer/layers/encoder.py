@@ -35,8 +35,8 @@ class Encoder(LayerStack):
 
     >>> import numpy as np
     >>> encoder = Encoder(num_layers=2, d_model=8, num_heads=2, d_ff=16)
-    >>> encoder(np.random.rand(2, 5, 8).astype("float32")).shape
-    TensorShape([2, 5, 8])
+    >>> tuple(encoder(np.random.rand(2, 5, 8).astype("float32")).shape)
+    (2, 5, 8)
 
     Reference: Vaswani et al., 2017, section 3.1.
     """

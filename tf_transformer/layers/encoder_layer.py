@@ -41,8 +41,8 @@ class EncoderLayer(ResidualBlock):
 
     >>> import numpy as np
     >>> layer = EncoderLayer(d_model=8, num_heads=2, d_ff=16)
-    >>> layer(np.random.rand(2, 5, 8).astype("float32")).shape
-    TensorShape([2, 5, 8])
+    >>> tuple(layer(np.random.rand(2, 5, 8).astype("float32")).shape)
+    (2, 5, 8)
 
     Reference: Vaswani et al., 2017, https://arxiv.org/abs/1706.03762
     """
