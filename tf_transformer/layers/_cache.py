@@ -48,7 +48,9 @@ class GrowingSelfAttentionCache(KeyValueCache):
     d_v]}` that each call extends by its new positions. Its length axis varies across a decoding loop."""
 
     def shape_invariants(self):
-        return type(self)((name, _tf_fast.shape_invariant(_relax_length(tensor.shape))) for name, tensor in self.items())
+        return type(self)(
+            (name, _tf_fast.shape_invariant(_relax_length(tensor.shape))) for name, tensor in self.items()
+        )
 
 
 class CrossAttentionCache(KeyValueCache):

@@ -26,7 +26,8 @@ def dense(inputs, kernel, bias=None, transpose_kernel=False):
 def unflatten_rows(outputs, inputs):
     """`outputs [rows, units]` of `inputs [..., d_in]` viewed as rows, back to `[..., units]`, keeping the static
     sizes of `inputs` (XLA and the decoders' loop shapes need them)."""
-    return ops.reshape(outputs, (*ops.shape(inputs)[:-1], outputs.shape[-1]))
+    sizes = ops.shape(inputs)[:-1]  # static where known, else (TensorFlow) a scalar tensor
+    return ops.reshape(outputs, (*sizes, outputs.shape[-1]))
 
 
 def matmul_keys(queries, keys):

@@ -50,4 +50,5 @@ def combine_masks(*masks):
 def mask_value(dtype) -> float:
     """The finite logit of masked positions, -1e9 or half the dtype's minimum: -inf would turn a fully masked
     row into NaN, and -1e9 overflows to -inf in float16."""
-    return max(-1e9, float(ml_dtypes.finfo(keras.backend.standardize_dtype(dtype)).min) / 2)
+    minimum = ml_dtypes.finfo(keras.backend.standardize_dtype(dtype)).min  # ml_dtypes: numpy has no bfloat16
+    return max(-1e9, float(minimum) / 2)
