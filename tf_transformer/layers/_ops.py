@@ -49,3 +49,12 @@ def gather(params, indices, axis=0):
     if _tf_fast.ENABLED:
         return _tf_fast.gather(params, indices, axis)
     return ops.take(params, indices, axis=axis)
+
+
+def softmax(logits):
+    """Softmax over the last axis, also of size 1 (the keys of a growing cache's first step), without
+    `keras.ops.softmax`'s warning about that size."""
+    if _tf_fast.ENABLED:
+        return _tf_fast.softmax(logits)
+    exponentials = ops.exp(logits - ops.max(logits, axis=-1, keepdims=True))
+    return exponentials / ops.sum(exponentials, axis=-1, keepdims=True)

@@ -11,6 +11,8 @@ that the decoders' `tf.while_loop` and the SavedModel need:
   transposed product: it would add a Transpose, and its `+` is an AddV2).
 - `matmul_keys`: queries times transposed keys as one BatchMatMulV2 with `adj_y`.
 - `split`: one SplitV by sizes (`keras.ops.split` takes indices and computes the sizes in the graph).
+- `softmax`: `tf.nn.softmax` (`keras.ops.softmax` warns about a size-1 axis, which the first step of a growing
+  cache has).
 - `gather`: `tf.gather`, a ResourceGather on a variable (`keras.ops.take` reads the whole variable and adds a
   negative-index fix-up at every beam-search step).
 - `position_rows`: the rows of a position table, with the length checked when the graph runs.
@@ -39,6 +41,10 @@ def matmul_keys(queries, keys):
 
 def split(tensor, sizes, axis=-1):
     return tf.split(tensor, sizes, axis=axis)
+
+
+def softmax(logits):
+    return tf.nn.softmax(logits, axis=-1)
 
 
 def gather(params, indices, axis=0):

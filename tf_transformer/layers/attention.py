@@ -13,7 +13,7 @@ from tf_transformer.layers._cache import (
     GrowingSelfAttentionCache,
     SelfAttentionBuffer,
 )
-from tf_transformer.layers._ops import dense, gather, matmul_keys, split
+from tf_transformer.layers._ops import dense, gather, matmul_keys, softmax, split
 
 
 @keras.saving.register_keras_serializable(package="tf_transformer")
@@ -225,7 +225,7 @@ class MultiHeadAttention(keras.layers.Layer):
         logits = ops.cast(logits, "float32")
         if mask is not None:
             logits = ops.where(mask, logits, masking.mask_value("float32"))
-        weights = ops.softmax(logits, axis=-1)
+        weights = softmax(logits)
         dropped = self.dropout_layer(ops.cast(weights, query_heads.dtype), training=training)
 
         context = ops.transpose(ops.matmul(dropped, key_value["value"]), (0, 2, 1, 3))  # [batch, query_len, h, d_v]
