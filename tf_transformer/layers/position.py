@@ -72,4 +72,4 @@ def position_slice(table, inputs, start_index, max_length):
         )
     if _tf_fast.ENABLED:
         return _tf_fast.position_rows(table, inputs, start_index, max_length)
-    return ops.slice(table, (start_index, 0), (length, table.shape[1]))[None]
+    return ops.slice(ops.convert_to_tensor(table), (start_index, 0), (length, table.shape[1]))[None]
