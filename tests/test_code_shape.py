@@ -96,6 +96,19 @@ def test_keras_and_tensorflow_internals_live_in_one_module():
     assert len(users) <= 1, f"private Keras/TensorFlow names outside one fence module: {users}"
 
 
+def test_layers_and_models_name_tensorflow_in_one_fenced_module():
+    # Issue 57: the layers and models run on every Keras backend; `layers/_tf_fast.py` holds the TensorFlow-only
+    # fast paths (taken under that backend alone). The same pattern as the issue's grep, comments included.
+    mentions = re.compile(r"tensorflow|\btf\.")
+    users = sorted(
+        relative(path)
+        for folder in ("layers", "models")
+        for path in (PACKAGE / folder).rglob("*.py")
+        if mentions.search(path.read_text(encoding="utf-8"))
+    )
+    assert users == ["tf_transformer/layers/_tf_fast.py"], users
+
+
 @pytest.mark.parametrize("pattern", [r"\bmock\b", r"patch\(", r"patch\.object", r"monkeypatch"])
 def test_library_code_patches_nothing(pattern):
     users = [relative(path) for path in SOURCES if re.search(pattern, path.read_text(encoding="utf-8"))]

@@ -94,6 +94,17 @@ def test_config_mirrors_init(cls, kwargs, args):
 
 
 @contract
+def test_init_lists_its_own_arguments(cls, kwargs, args):
+    # As keras-hub's layers do: every argument with its default in the signature Python reads from the code
+    # (no `__signature__` rewritten), and one base class of ours at most between the layer and Keras' Layer.
+    assert "__signature__" not in vars(cls.__init__)
+    assert set(init_parameters(cls)) >= set(kwargs)
+    ours = [base for base in cls.__mro__[1:] if base.__module__.startswith("tf_transformer")]
+    assert len(ours) <= 1, ours
+    assert cls.__mro__[1 + len(ours)] is keras.layers.Layer
+
+
+@contract
 def test_config_round_trip(cls, kwargs, args):
     layer = cls(**kwargs)
     config = layer.get_config()

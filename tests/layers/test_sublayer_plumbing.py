@@ -1,5 +1,6 @@
-"""The shared plumbing of the encoder/decoder layers and stacks: one place for the options' names and
-defaults, and a FeedForward that calls its Dense sublayers (so Keras features applied to them take effect)."""
+"""The shared plumbing of the encoder/decoder layers and stacks: the options each lists in its own signature agree
+with `SublayerOptions` (names and defaults, which the models read from a config), and a FeedForward that calls its
+Dense sublayers (so Keras features applied to them take effect)."""
 
 import dataclasses
 import inspect

@@ -11,7 +11,7 @@ def build_for_fit(model):
     """Builds a compiled model's weights and its optimizer's variables before its training step is traced.
 
     Without a distribution strategy Keras builds them inside the first trace of the training step, and a
-    `tf.function` whose first call creates variables is traced twice; built here, `fit` traces its step once.
+    traced function whose first call creates variables is traced twice; built here, `fit` traces its step once.
     """
     optimizer = getattr(model, "optimizer", None)  # absent or None until `compile`: nothing to build for yet
     if optimizer is None:

@@ -16,7 +16,7 @@ import contextvars
 import gc
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from tf_transformer import _keras_internals
 
@@ -37,7 +37,7 @@ def quantize_values(kernel, axis):
     """`(int8 values, float32 scale)` of a float kernel, one scale per slice along the axes other than `axis`
     (the reduced axis: 0 for a `[d_in, units]` kernel, 1 for `[vocab, d_model]` embeddings), squeezed."""
     values, scale = keras.quantizers.abs_max_quantize(kernel, axis=axis, to_numpy=True)
-    return values, tf.squeeze(scale, axis=axis)
+    return values, ops.squeeze(scale, axis=axis)
 
 
 def quantize_variable(layer, name, axis):
@@ -76,7 +76,7 @@ def is_quantized(layer, name) -> bool:
 
 def dequantize(values, scale, axis):
     """float32 `values / scale`, the scale broadcast along `axis` (the axis that was reduced)."""
-    return tf.cast(values, tf.float32) / tf.expand_dims(tf.convert_to_tensor(scale), axis)
+    return ops.cast(values, "float32") / ops.expand_dims(ops.convert_to_tensor(scale), axis)
 
 
 def read(layer, name, dtype, axis=0):
@@ -84,11 +84,11 @@ def read(layer, name, dtype, axis=0):
     the decoding loop before its first step, when it passed them to `substitute`)."""
     variable = getattr(layer, name)
     if variable.dtype != INT8:
-        return tf.cast(variable, dtype)
+        return ops.cast(variable, dtype)
     substitutes = _SUBSTITUTES.get()
     if substitutes is not None and variable.path in substitutes:
-        return tf.cast(substitutes[variable.path], dtype)
-    return tf.cast(dequantize(variable, getattr(layer, name + "_scale"), axis), dtype)
+        return ops.cast(substitutes[variable.path], dtype)
+    return ops.cast(dequantize(variable, getattr(layer, name + "_scale"), axis), dtype)
 
 
 def quantize_dense(dense):
@@ -109,8 +109,8 @@ def read_dense(dense, dtype):
     variable = _keras_internals.dense_kernel_variable(dense)
     substitutes = _SUBSTITUTES.get()
     if substitutes is not None and variable.path in substitutes:
-        return tf.cast(substitutes[variable.path], dtype)
-    return tf.cast(dequantize(variable, dense.kernel_scale, 0), dtype)
+        return ops.cast(substitutes[variable.path], dtype)
+    return ops.cast(dequantize(variable, dense.kernel_scale, 0), dtype)
 
 
 def dequantized_kernels(layer) -> dict:

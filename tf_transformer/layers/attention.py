@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from tf_transformer import _keras_internals
 from tf_transformer.layers import _quantized, masking
@@ -13,7 +13,7 @@ from tf_transformer.layers._cache import (
     GrowingSelfAttentionCache,
     SelfAttentionBuffer,
 )
-from tf_transformer.layers._ops import dense
+from tf_transformer.layers._ops import dense, gather, matmul_keys, softmax, split
 
 
 @keras.saving.register_keras_serializable(package="tf_transformer")
@@ -65,8 +65,8 @@ class MultiHeadAttention(keras.layers.Layer):
     >>> import numpy as np
     >>> attention = MultiHeadAttention(num_heads=2, d_model=8)
     >>> x = np.random.rand(3, 5, 8).astype("float32")
-    >>> attention(x).shape
-    TensorShape([3, 5, 8])
+    >>> tuple(attention(x).shape)
+    (3, 5, 8)
 
     Reference: Vaswani et al., "Attention Is All You Need", 2017, https://arxiv.org/abs/1706.03762
     """
@@ -131,18 +131,18 @@ class MultiHeadAttention(keras.layers.Layer):
     def _split_heads(self, x, head_dim):
         # [batch, length, num_heads * head_dim] -> [batch, num_heads, length, head_dim]: heads lead, so every
         # attention product is a plain batched matmul (an einsum over [b, l, h, d] transposes at each call: slow).
-        shape = tf.shape(x)
-        x = tf.reshape(x, [shape[0], shape[1], self.num_heads, head_dim])
-        return tf.transpose(x, [0, 2, 1, 3])
+        batch, length = ops.shape(x)[:2]
+        x = ops.reshape(x, (batch, length, self.num_heads, head_dim))
+        return ops.transpose(x, (0, 2, 1, 3))
 
     def compute_key_value(self, value):
         """Keys and values `[batch, num_heads, key_len, d_k or d_v]` of `value` `[batch, key_len, d_value]`:
         the cache of cross-attention, a `CrossAttentionCache`."""
         # Also called outside `call` (to fill a decoding cache), where Keras does not autocast.
         dtype = self.compute_dtype
-        bias = tf.cast(self.key_value_bias, dtype) if self.use_bias else None
-        key_value = dense(tf.cast(value, dtype), _quantized.read(self, "key_value_kernel", dtype), bias)
-        key, value = tf.split(key_value, [self.num_heads * self.key_dim, self.num_heads * self.value_dim], axis=-1)
+        bias = ops.cast(self.key_value_bias, dtype) if self.use_bias else None
+        key_value = dense(ops.cast(value, dtype), _quantized.read(self, "key_value_kernel", dtype), bias)
+        key, value = split(key_value, [self.num_heads * self.key_dim, self.num_heads * self.value_dim], axis=-1)
         key, value = self._split_heads(key, self.key_dim), self._split_heads(value, self.value_dim)
         return CrossAttentionCache(key=key, value=value)
 
@@ -155,7 +155,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
         With `max_length=None`: a `GrowingSelfAttentionCache` `{"past_key": [batch_size, num_heads, 0, d_k],
         "past_value": [..., d_v]}` that each call extends by its new positions, so a step copies only the
-        filled part. A `tf.while_loop` carrying it needs the shape invariant `[batch, num_heads, None, d]` on
+        filled part. A TensorFlow while loop carrying it needs the shape invariant `[batch, num_heads, None, d]` on
         its length axis (its `shape_invariants()`, which the decoders use); it does not compile under XLA.
         """
         dtype = dtype or self.compute_dtype
@@ -165,8 +165,8 @@ class MultiHeadAttention(keras.layers.Layer):
             cache_type, names, length = SelfAttentionBuffer, ("key", "value"), max_length
         return cache_type(
             {
-                names[0]: tf.zeros([batch_size, self.num_heads, length, self.key_dim], dtype),
-                names[1]: tf.zeros([batch_size, self.num_heads, length, self.value_dim], dtype),
+                names[0]: ops.zeros((batch_size, self.num_heads, length, self.key_dim), dtype),
+                names[1]: ops.zeros((batch_size, self.num_heads, length, self.value_dim), dtype),
             }
         )
 
@@ -192,9 +192,9 @@ class MultiHeadAttention(keras.layers.Layer):
         if precomputed:
             # Beam search: k consecutive query rows (one sentence's hypotheses) share one cache row. Their
             # queries become k * query_len positions of that row, so the cache is read once, not k times.
-            query_heads = tf.reshape(query_heads, [tf.shape(cache["key"])[0], -1, query_heads.shape[-1]])
+            query_heads = ops.reshape(query_heads, (ops.shape(cache["key"])[0], -1, query_heads.shape[-1]))
         # Scaling the queries is cheaper than scaling the [query_len, key_len] logits.
-        query_heads = self._split_heads(query_heads, self.key_dim) * tf.cast(self.key_dim**-0.5, query.dtype)
+        query_heads = self._split_heads(query_heads, self.key_dim) * ops.cast(self.key_dim**-0.5, query.dtype)
 
         if precomputed:
             key_value = cache
@@ -202,7 +202,7 @@ class MultiHeadAttention(keras.layers.Layer):
             key_value = self.compute_key_value(query if value is None else value)
         if growing:
             key_value = {
-                name: tf.concat([cache[past], key_value[name]], axis=2)
+                name: ops.concatenate([cache[past], key_value[name]], axis=2)
                 for name, past in zip(("key", "value"), GROWING_CACHE_KEYS, strict=True)
             }
         elif incremental:
@@ -211,8 +211,8 @@ class MultiHeadAttention(keras.layers.Layer):
             )
 
         # [batch, num_heads, query_len, key_len]
-        logits = tf.matmul(query_heads, key_value["key"], transpose_b=True)
-        query_length, key_length = tf.shape(logits)[2], tf.shape(logits)[3]
+        logits = matmul_keys(query_heads, key_value["key"])
+        query_length, key_length = ops.shape(logits)[2:]
         offset = decode_index if incremental else 0
         mask = attention_mask
         # A single query at the end of a growing cache sees every key: no look-ahead mask to apply.
@@ -222,26 +222,24 @@ class MultiHeadAttention(keras.layers.Layer):
             mask = masking.combine_masks(
                 mask, masking.window_mask(query_length, key_length, self.attention_window, offset)
             )
-        logits = tf.cast(logits, tf.float32)
+        logits = ops.cast(logits, "float32")
         if mask is not None:
-            logits = tf.where(mask, logits, masking.mask_value(tf.float32))
-        weights = tf.nn.softmax(logits, axis=-1)
-        dropped = self.dropout_layer(tf.cast(weights, query_heads.dtype), training=training)
+            logits = ops.where(mask, logits, masking.mask_value("float32"))
+        weights = softmax(logits)
+        dropped = self.dropout_layer(ops.cast(weights, query_heads.dtype), training=training)
 
-        context = tf.transpose(tf.matmul(dropped, key_value["value"]), [0, 2, 1, 3])  # [batch, query_len, h, d_v]
-        query_rows, query_length = (
-            tf.shape(query)[axis] if query.shape[axis] is None else query.shape[axis] for axis in (0, 1)
-        )
-        context = tf.reshape(context, [query_rows, query_length, self.num_heads * self.value_dim])
+        context = ops.transpose(ops.matmul(dropped, key_value["value"]), (0, 2, 1, 3))  # [batch, query_len, h, d_v]
+        query_rows, query_length = ops.shape(query)[:2]
+        context = ops.reshape(context, (query_rows, query_length, self.num_heads * self.value_dim))
         output = dense(
             context, _quantized.read(self, "output_kernel", context.dtype), self.output_bias if self.use_bias else None
         )
         if precomputed and return_attention_scores:
             # [cache rows, h, k * query_len, keys] -> [query rows, h, query_len, keys]
-            keys = tf.shape(weights)[-1]
-            weights = tf.reshape(weights, [tf.shape(weights)[0], self.num_heads, -1, query_length, keys])
-            weights = tf.reshape(
-                tf.transpose(weights, [0, 2, 1, 3, 4]), [query_rows, self.num_heads, query_length, keys]
+            cache_rows, keys = ops.shape(weights)[0], ops.shape(weights)[-1]
+            weights = ops.reshape(weights, (cache_rows, self.num_heads, -1, query_length, keys))
+            weights = ops.reshape(
+                ops.transpose(weights, (0, 2, 1, 3, 4)), (query_rows, self.num_heads, query_length, keys)
             )
 
         results = [output]
@@ -300,13 +298,13 @@ def _write_at(cache, update, index):
     """`cache` `[batch, heads, max_len, d]` with `update` `[batch, heads, n, d]` at positions index..index+n-1.
 
     A select rather than a scatter or a pad: the index may be a loop variable, and XLA needs compile-time
-    pad sizes. One graph for eager, tf.function and XLA. The usual single step (n = 1, known while
+    pad sizes. One graph for eager, traced and XLA-compiled calls. The usual single step (n = 1, known while
     tracing) broadcasts the update; longer updates gather row j - index of the update for row j.
     """
-    max_length, length = tf.shape(cache)[2], tf.shape(update)[2]
-    positions = tf.range(max_length)
+    max_length, length = ops.shape(cache)[2], ops.shape(update)[2]
+    positions = ops.arange(max_length)
     if update.shape[2] == 1:
-        return tf.where(tf.reshape(tf.equal(positions, index), [1, 1, -1, 1]), update, cache)
-    written = tf.reshape((positions >= index) & (positions < index + length), [1, 1, -1, 1])
-    spread = tf.gather(update, tf.clip_by_value(positions - index, 0, length - 1), axis=2)
-    return tf.where(written, spread, cache)
+        return ops.where(ops.reshape(ops.equal(positions, index), (1, 1, -1, 1)), update, cache)
+    written = ops.reshape((positions >= index) & (positions < index + length), (1, 1, -1, 1))
+    spread = gather(update, ops.clip(positions - index, 0, length - 1), axis=2)
+    return ops.where(written, spread, cache)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import keras
 
 from tf_transformer.layers._building import build_sublayer
-from tf_transformer.layers._stack import LayerStack
+from tf_transformer.layers._options import SublayerOptions, TransformerBlock
 from tf_transformer.layers.decoder_layer import DecoderLayer
 
 
 @keras.saving.register_keras_serializable(package="tf_transformer")
-class Decoder(LayerStack):
+class Decoder(TransformerBlock):
     """A stack of `num_layers` `DecoderLayer`s over embedded target inputs.
 
     Args:
@@ -38,13 +38,49 @@ class Decoder(LayerStack):
     >>> import numpy as np
     >>> decoder = Decoder(num_layers=2, d_model=8, num_heads=2, d_ff=16)
     >>> memory = np.random.rand(2, 6, 8).astype("float32")
-    >>> decoder(np.random.rand(2, 5, 8).astype("float32"), memory).shape
-    TensorShape([2, 5, 8])
+    >>> tuple(decoder(np.random.rand(2, 5, 8).astype("float32"), memory).shape)
+    (2, 5, 8)
 
     Reference: Vaswani et al., 2017, section 3.1.
     """
 
-    layer_class = DecoderLayer
+    def __init__(
+        self,
+        num_layers,
+        d_model,
+        num_heads,
+        d_ff,
+        *,
+        dropout=0.1,
+        attention_dropout=0.0,
+        d_k=None,
+        d_v=None,
+        norm_first=False,
+        attention_window=None,
+        layer_norm_epsilon=1e-6,
+        activation="relu",
+        activation_dropout=0.0,
+        **kwargs,
+    ):
+        options = SublayerOptions(
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            d_k=d_k,
+            d_v=d_v,
+            norm_first=norm_first,
+            attention_window=attention_window,
+            layer_norm_epsilon=layer_norm_epsilon,
+            activation=activation,
+            activation_dropout=activation_dropout,
+        )
+        super().__init__(d_model, num_heads, d_ff, options, **kwargs)
+        self.num_layers = num_layers
+        self._stack(DecoderLayer)
+
+    @property
+    def layers(self):
+        """The stacked layers, bottom first."""
+        return [getattr(self, f"layer_{index}") for index in range(self.num_layers)]
 
     def build(self, inputs_shape, memory_shape=None):
         for layer in self.layers:
@@ -91,3 +127,6 @@ class Decoder(LayerStack):
         if return_attention_scores:
             results.append(all_scores)
         return results[0] if len(results) == 1 else tuple(results)
+
+    def get_config(self):
+        return {**super().get_config(), "num_layers": self.num_layers}

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from tf_transformer import _keras_internals
 from tf_transformer.layers import _quantized
-from tf_transformer.layers._ops import dense
+from tf_transformer.layers._ops import dense, gather
 
 
 @keras.saving.register_keras_serializable(package="tf_transformer")
@@ -37,8 +37,8 @@ class TokenEmbedding(keras.layers.Layer):
     >>> import numpy as np
     >>> embedding = TokenEmbedding(vocab_size=100, d_model=8)
     >>> vectors = embedding(np.array([[5, 7, 0]]))
-    >>> embedding.project(vectors).shape
-    TensorShape([1, 3, 100])
+    >>> tuple(embedding.project(vectors).shape)
+    (1, 3, 100)
 
     Reference: Vaswani et al., 2017, section 3.4; Press & Wolf, 2017.
     """
@@ -62,17 +62,17 @@ class TokenEmbedding(keras.layers.Layer):
         )
 
     def call(self, token_ids):
-        token_ids = tf.cast(token_ids, tf.int32)
+        token_ids = ops.cast(token_ids, "int32")
         if _quantized.is_quantized(self, "embeddings"):
             # Only the looked-up rows are dequantized.
             rows = _quantized.dequantize(
-                tf.gather(self.embeddings, token_ids), tf.gather(self.embeddings_scale, token_ids), -1
+                gather(self.embeddings, token_ids), gather(self.embeddings_scale, token_ids), -1
             )
-            vectors = tf.cast(rows, self.compute_dtype)
+            vectors = ops.cast(rows, self.compute_dtype)
         else:
-            vectors = tf.cast(tf.gather(self.embeddings, token_ids), self.compute_dtype)
+            vectors = ops.cast(gather(self.embeddings, token_ids), self.compute_dtype)
         if self.scale:
-            vectors = vectors * tf.cast(self.d_model**0.5, vectors.dtype)
+            vectors = vectors * ops.cast(self.d_model**0.5, vectors.dtype)
         return vectors
 
     def project(self, inputs):

@@ -5,12 +5,12 @@ from __future__ import annotations
 import keras
 
 from tf_transformer.layers._building import build_sublayer
-from tf_transformer.layers._stack import LayerStack
+from tf_transformer.layers._options import SublayerOptions, TransformerBlock
 from tf_transformer.layers.encoder_layer import EncoderLayer
 
 
 @keras.saving.register_keras_serializable(package="tf_transformer")
-class Encoder(LayerStack):
+class Encoder(TransformerBlock):
     """A stack of `num_layers` `EncoderLayer`s over embedded inputs.
 
     With `norm_first=True` the stack ends with a LayerNorm, since pre-norm layers leave their output
@@ -35,13 +35,49 @@ class Encoder(LayerStack):
 
     >>> import numpy as np
     >>> encoder = Encoder(num_layers=2, d_model=8, num_heads=2, d_ff=16)
-    >>> encoder(np.random.rand(2, 5, 8).astype("float32")).shape
-    TensorShape([2, 5, 8])
+    >>> tuple(encoder(np.random.rand(2, 5, 8).astype("float32")).shape)
+    (2, 5, 8)
 
     Reference: Vaswani et al., 2017, section 3.1.
     """
 
-    layer_class = EncoderLayer
+    def __init__(
+        self,
+        num_layers,
+        d_model,
+        num_heads,
+        d_ff,
+        *,
+        dropout=0.1,
+        attention_dropout=0.0,
+        d_k=None,
+        d_v=None,
+        norm_first=False,
+        attention_window=None,
+        layer_norm_epsilon=1e-6,
+        activation="relu",
+        activation_dropout=0.0,
+        **kwargs,
+    ):
+        options = SublayerOptions(
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            d_k=d_k,
+            d_v=d_v,
+            norm_first=norm_first,
+            attention_window=attention_window,
+            layer_norm_epsilon=layer_norm_epsilon,
+            activation=activation,
+            activation_dropout=activation_dropout,
+        )
+        super().__init__(d_model, num_heads, d_ff, options, **kwargs)
+        self.num_layers = num_layers
+        self._stack(EncoderLayer)
+
+    @property
+    def layers(self):
+        """The stacked layers, bottom first."""
+        return [getattr(self, f"layer_{index}") for index in range(self.num_layers)]
 
     def build(self, inputs_shape):
         for layer in self.layers:
@@ -56,3 +92,6 @@ class Encoder(LayerStack):
         if self.final_norm is not None:
             x = self.final_norm(x)
         return (x, all_scores) if return_attention_scores else x
+
+    def get_config(self):
+        return {**super().get_config(), "num_layers": self.num_layers}

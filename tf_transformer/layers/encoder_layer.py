@@ -5,12 +5,11 @@ from __future__ import annotations
 import keras
 
 from tf_transformer.layers._building import build_sublayer
-from tf_transformer.layers._options import with_sublayer_options
-from tf_transformer.layers._residual import ResidualBlock
+from tf_transformer.layers._options import SublayerOptions, TransformerBlock
 
 
 @keras.saving.register_keras_serializable(package="tf_transformer")
-class EncoderLayer(ResidualBlock):
+class EncoderLayer(TransformerBlock):
     """Encoder layer (Vaswani et al., 2017, section 3.1): self-attention, then feed-forward.
 
     Each sublayer is wrapped as LayerNorm(x + Dropout(Sublayer(x))) (post-norm, the paper), or as
@@ -41,15 +40,41 @@ class EncoderLayer(ResidualBlock):
 
     >>> import numpy as np
     >>> layer = EncoderLayer(d_model=8, num_heads=2, d_ff=16)
-    >>> layer(np.random.rand(2, 5, 8).astype("float32")).shape
-    TensorShape([2, 5, 8])
+    >>> tuple(layer(np.random.rand(2, 5, 8).astype("float32")).shape)
+    (2, 5, 8)
 
     Reference: Vaswani et al., 2017, https://arxiv.org/abs/1706.03762
     """
 
-    @with_sublayer_options
-    def __init__(self, d_model, num_heads, d_ff, **kwargs):
-        super().__init__(d_model, num_heads, d_ff, **kwargs)
+    def __init__(
+        self,
+        d_model,
+        num_heads,
+        d_ff,
+        *,
+        dropout=0.1,
+        attention_dropout=0.0,
+        d_k=None,
+        d_v=None,
+        norm_first=False,
+        attention_window=None,
+        layer_norm_epsilon=1e-6,
+        activation="relu",
+        activation_dropout=0.0,
+        **kwargs,
+    ):
+        options = SublayerOptions(
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            d_k=d_k,
+            d_v=d_v,
+            norm_first=norm_first,
+            attention_window=attention_window,
+            layer_norm_epsilon=layer_norm_epsilon,
+            activation=activation,
+            activation_dropout=activation_dropout,
+        )
+        super().__init__(d_model, num_heads, d_ff, options, **kwargs)
         self.self_attention = self._attention("self_attention", attention_window=self.attention_window)
         self.self_attention_norm = self._layer_norm("self_attention_norm")
         self.feed_forward = self._feed_forward()

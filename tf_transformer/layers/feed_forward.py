@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from tf_transformer import _keras_internals
 from tf_transformer.layers import _quantized
@@ -32,8 +32,8 @@ class FeedForward(keras.layers.Layer):
     Example:
 
     >>> import numpy as np
-    >>> FeedForward(d_model=8, d_ff=32)(np.ones((2, 3, 8), "float32")).shape
-    TensorShape([2, 3, 8])
+    >>> tuple(FeedForward(d_model=8, d_ff=32)(np.ones((2, 3, 8), "float32")).shape)
+    (2, 3, 8)
 
     Reference: Vaswani et al., 2017, section 3.3.
     """
@@ -58,13 +58,13 @@ class FeedForward(keras.layers.Layer):
         # The sublayers are called, not their kernels read, so what Keras adds to a Dense (LoRA, its int8)
         # applies. On the 2-D view, Dense is one MatMul that TensorFlow fuses with BiasAdd and ReLU (a rank-3
         # tensordot is not).
-        rows = tf.reshape(inputs, [-1, inputs.shape[-1]])
+        rows = ops.reshape(inputs, (-1, inputs.shape[-1]))
         if _quantized.is_int8_dense(self.inner):
             # Our int8 (`quantize`): read dequantized, so that a decoding loop can dequantize them once per call
             # instead of Keras' int8 Dense doing it at every step.
-            inner = dense(rows, _quantized.read_dense(self.inner, rows.dtype), tf.cast(self.inner.bias, rows.dtype))
+            inner = dense(rows, _quantized.read_dense(self.inner, rows.dtype), ops.cast(self.inner.bias, rows.dtype))
             hidden = self.dropout_layer(self.inner.activation(inner), training=training)
-            outer = dense(hidden, _quantized.read_dense(self.outer, rows.dtype), tf.cast(self.outer.bias, rows.dtype))
+            outer = dense(hidden, _quantized.read_dense(self.outer, rows.dtype), ops.cast(self.outer.bias, rows.dtype))
             return unflatten_rows(outer, inputs)
         hidden = self.dropout_layer(self.inner(rows), training=training)
         return unflatten_rows(self.outer(hidden), inputs)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
+
+from tf_transformer.layers import _tf_fast
 
 
 def sinusoidal_table(max_length: int, d_model: int) -> np.ndarray:
@@ -37,8 +39,8 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
     >>> import numpy as np
     >>> layer = SinusoidalPositionEncoding(max_length=16, d_model=8)
-    >>> layer(np.zeros((2, 4, 8), "float32")).shape
-    TensorShape([2, 4, 8])
+    >>> tuple(layer(np.zeros((2, 4, 8), "float32")).shape)
+    (2, 4, 8)
 
     Reference: Vaswani et al., 2017, section 3.5.
     """
@@ -47,11 +49,11 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
         super().__init__(**kwargs)
         self.max_length = max_length
         self.d_model = d_model
-        self.table = tf.constant(sinusoidal_table(max_length, d_model))
+        self.table = ops.convert_to_tensor(sinusoidal_table(max_length, d_model))
 
     def call(self, inputs, start_index=0):
         positions = position_slice(self.table, inputs, start_index, self.max_length)
-        return inputs + tf.cast(positions, inputs.dtype)
+        return inputs + ops.cast(positions, inputs.dtype)
 
     def get_config(self):
         config = super().get_config()
@@ -60,21 +62,14 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
 
 def position_slice(table, inputs, start_index, max_length):
-    """Rows start_index .. start_index + length of a `[max_length, d]` table, with a clear length check."""
+    """Rows start_index .. start_index + length of a `[max_length, d]` table, `[1, length, d]`, with a clear length
+    check: while tracing where the sizes are known, and under TensorFlow also when a graph runs."""
     length = inputs.shape[1]
     if length is not None and isinstance(start_index, (int, np.integer)) and start_index + length > max_length:
         raise ValueError(
             f"sequence of length {start_index + length} is longer than max_length={max_length}. "
             "Fix: truncate the inputs or raise the config's max_length."
         )
-    dynamic_length = tf.shape(inputs)[1]
-    check = tf.debugging.assert_less_equal(
-        start_index + dynamic_length,
-        max_length,
-        message=f"a sequence is longer than max_length={max_length}: truncate it or raise max_length",
-    )
-    with tf.control_dependencies([check]):
-        # A static size where there is one: with a tensor start_index, table[start:start + length] loses it,
-        # and XLA then runs the whole decoder step on max_length positions.
-        size = length if length is not None else dynamic_length
-        return tf.slice(table, [start_index, 0], [size, -1])[tf.newaxis]
+    if _tf_fast.ENABLED:
+        return _tf_fast.position_rows(table, inputs, start_index, max_length)
+    return ops.slice(ops.convert_to_tensor(table), (start_index, 0), (length, table.shape[1]))[None]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from tf_transformer.layers.position import position_slice
 
@@ -27,8 +27,8 @@ class LearnedPositionEmbedding(keras.layers.Layer):
 
     >>> import numpy as np
     >>> layer = LearnedPositionEmbedding(max_length=16, d_model=8)
-    >>> layer(np.zeros((2, 4, 8), "float32")).shape
-    TensorShape([2, 4, 8])
+    >>> tuple(layer(np.zeros((2, 4, 8), "float32")).shape)
+    (2, 4, 8)
 
     Reference: Vaswani et al., 2017, section 3.5 and Table 3 (E); Gehring et al., 2017.
     """
@@ -47,7 +47,7 @@ class LearnedPositionEmbedding(keras.layers.Layer):
 
     def call(self, inputs, start_index=0):
         positions = position_slice(self.position_embeddings, inputs, start_index, self.max_length)
-        return inputs + tf.cast(positions, inputs.dtype)
+        return inputs + ops.cast(positions, inputs.dtype)
 
     def get_config(self):
         config = super().get_config()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.layers import Encoder, TokenEmbedding, masking
@@ -43,8 +43,8 @@ class SequenceClassifier(keras.Model):
     >>> import tf_transformer as tft
     >>> config = tft.TransformerConfig.from_preset("tiny")
     >>> classifier = tft.SequenceClassifier(config, num_classes=3)
-    >>> classifier(np.array([[4, 9, 12, 0, 0]])).shape
-    TensorShape([1, 3])
+    >>> tuple(classifier(np.array([[4, 9, 12, 0, 0]])).shape)
+    (1, 3)
 
     Reference: Vaswani et al., 2017; Chen et al., "Behavior Sequence Transformer", 2019.
     """
@@ -98,11 +98,11 @@ class SequenceClassifier(keras.Model):
         if self.pooling == "first":
             pooled = x[:, 0]
         else:
-            weights = tf.cast(tf.not_equal(token_ids, self.config.pad_id), x.dtype)[:, :, tf.newaxis]
+            weights = ops.cast(ops.not_equal(token_ids, self.config.pad_id), x.dtype)[:, :, None]
             # max(count, 1) keeps an all-padding row finite.
-            pooled = tf.reduce_sum(x * weights, axis=1) / tf.maximum(tf.reduce_sum(weights, axis=1), 1.0)
+            pooled = ops.sum(x * weights, axis=1) / ops.maximum(ops.sum(weights, axis=1), 1.0)
         logits = self.classifier(self.pooled_dropout(pooled, training=training))
-        return tf.cast(logits, tf.float32)
+        return ops.cast(logits, "float32")
 
     def get_config(self):
         return {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from tf_transformer import _keras_internals
 from tf_transformer.config import ConfigError, TransformerConfig
@@ -200,7 +200,7 @@ class Transformer(keras.Model):
             self_mask = None  # the cache masks future positions itself
             start = decode_index
         else:
-            length = tf.shape(target_ids)[1]
+            length = ops.shape(target_ids)[1]
             self_mask = masking.combine_masks(
                 masking.padding_mask(target_ids, self.config.pad_id), masking.look_ahead_mask(length)
             )
@@ -250,14 +250,14 @@ class Transformer(keras.Model):
         """Pre-softmax linear transformation, float32 `[batch, length, output_vocab_size]`; `output_kernel`, if
         given, is that transformation as a `[d_model, vocab]` matrix (`decoding_constants()`)."""
         if output_kernel is not None:
-            logits = dense(decoder_output, tf.cast(output_kernel, decoder_output.dtype))
+            logits = dense(decoder_output, ops.cast(output_kernel, decoder_output.dtype))
         elif self.output_projection is not None and _quantized.is_int8_dense(self.output_projection):
             logits = dense(decoder_output, _quantized.read_dense(self.output_projection, decoder_output.dtype))
         elif self.output_projection is None:
             logits = self._target_embedding.project(decoder_output)
         else:
             logits = self.output_projection(decoder_output)
-        return tf.cast(logits, tf.float32)
+        return ops.cast(logits, "float32")
 
     def decoding_constants(self):
         """Extra `decode` arguments that do not change from one decoding step to the next, computed once.
@@ -273,12 +273,12 @@ class Transformer(keras.Model):
             self.build()
         constants = {}
         if self.output_projection is None:
-            kernel = tf.transpose(self._target_embedding.matrix(tf.float32))
+            kernel = ops.transpose(self._target_embedding.matrix("float32"))
         elif _quantized.is_int8_dense(self.output_projection):
-            kernel = _quantized.read_dense(self.output_projection, tf.float32)
+            kernel = _quantized.read_dense(self.output_projection, "float32")
         else:
             kernel = self.output_projection.kernel
-        constants["output_kernel"] = tf.cast(kernel, self.compute_dtype)
+        constants["output_kernel"] = ops.cast(kernel, self.compute_dtype)
         if self.quantized_weights == _quantized.INT8:
             constants["dequantized_kernels"] = _quantized.dequantized_kernels(self.decoder)
         return constants
