@@ -23,6 +23,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # workers at one thread 13:49. The third worker runs while the others wait on a command, a signal or a time limit.
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
+# The same under Keras' other backends (tests/backends/ runs the layer and model tests under each): PyTorch's OpenMP
+# pool and XLA's CPU pool (JAX) keep to one thread.
+if os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -63,6 +68,8 @@ def small_corpus(multi30k_dir, tmp_path_factory):
 # as workers free up, so a long file collected last leaves one worker running alone at the end; longest first
 # balances the workers.
 _LONGEST_FIRST = (
+    "tests/backends/test_torch.py",  # tests/layers and tests/models in a child pytest under PyTorch, then JAX
+    "tests/backends/test_jax.py",
     "tests/tools/test_translate_tools.py",
     "tests/tools/test_train_tool.py",
     "tests/training/test_budget.py",

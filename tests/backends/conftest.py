@@ -1,0 +1,55 @@
+"""Runs the backend-free tests under Keras' other backends, each in a child pytest: Keras fixes its backend when it
+is first imported, so one process cannot test two."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+# The tests that hold on every Keras backend: each layer against its NumPy reference, the padding and look-ahead
+# invariances, the model's encode / init_cache / decode against its full pass, the serialization round trips and the
+# README's model.fit copy task. Their modules import no TensorFlow (test_backend_free_set.py checks it); their few
+# tests of what is TensorFlow's by design are marked tensorflow_only, which the other backends deselect.
+BACKEND_FREE = ("tests/layers", "tests/models")
+# A child's whole run: about 1-2 minutes on 2 cores beside the other workers; the limit only stops a hung run.
+TIME_LIMIT_S = 900
+
+
+def backend_free_modules():
+    return sorted(path for folder in BACKEND_FREE for path in (ROOT / folder).glob("*.py"))
+
+
+def pytest_generate_tests(metafunc):
+    if "backend_free_module" in metafunc.fixturenames:
+        metafunc.parametrize("backend_free_module", backend_free_modules(), ids=lambda path: path.name)
+
+
+@pytest.fixture
+def run_backend_free_tests():
+    return run_under_backend
+
+
+def run_under_backend(backend):
+    """Runs BACKEND_FREE under `backend`; fails naming the backend and each failed test, or any test it skipped."""
+    # The parent worker's own PYTEST_* variables (xdist's worker id, the current test) are not the child's.
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}
+    env["KERAS_BACKEND"] = backend
+    command = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-rfEs", "--durations=5", *BACKEND_FREE]
+    try:
+        result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIME_LIMIT_S)
+    except subprocess.TimeoutExpired as error:
+        pytest.fail(f"KERAS_BACKEND={backend}: the backend-free tests ran over {TIME_LIMIT_S} s:\n{error.stdout}")
+    output = result.stdout + result.stderr
+    failed = [line for line in result.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    if result.returncode != 0:
+        pytest.fail(
+            f"KERAS_BACKEND={backend}: {len(failed)} of the backend-free tests failed (rerun one with "
+            f"`KERAS_BACKEND={backend} pytest -n 0 <test id>`):\n" + "\n".join(failed) + "\n\n" + output[-6000:],
+            pytrace=False,
+        )
+    skipped = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert not skipped, f"KERAS_BACKEND={backend}: tests skipped (a skip can hide a failure):\n" + "\n".join(skipped)
+    return output
