@@ -103,7 +103,8 @@ def serve_in_tensorflow_process(args, output_dir):
     result = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True)
     if result.returncode != 0:
         raise SystemExit(f"the TensorFlow step failed (exit {result.returncode}); its output:\n{result.stdout}")
-    return json.loads(result.stdout[result.stdout.rindex("\n{\n") + 1 :])
+    printed = "\n" + result.stdout  # the summary is the last JSON object it prints
+    return json.loads(printed[printed.rindex("\n{\n") + 1 :])
 
 
 def serve(args, output_dir):

@@ -1,6 +1,7 @@
 """Runs the backend-free tests under Keras' other backends, each in a child pytest: Keras fixes its backend when it
 is first imported, so one process cannot test two."""
 
+import json
 import os
 import pathlib
 import subprocess
@@ -32,11 +33,28 @@ def run_backend_free_tests():
     return run_under_backend
 
 
+@pytest.fixture
+def train_anywhere(tmp_path):
+    """`train_anywhere(backend)`: examples/train_anywhere.py's summary, trained under `backend`, served from
+    TensorFlow (the example checks the logits and the SavedModel's translations itself and fails if they differ)."""
+
+    def run(backend):
+        command = [sys.executable, "examples/train_anywhere.py", f"--output_dir={tmp_path}"]
+        result = subprocess.run(
+            command, cwd=ROOT, env=child_env(backend), capture_output=True, text=True, timeout=TIME_LIMIT_S
+        )
+        if result.returncode != 0:
+            pytest.fail(f"KERAS_BACKEND={backend} python {' '.join(command[1:])} failed:\n{result.stdout}\n"
+                        f"{result.stderr[-4000:]}", pytrace=False)  # fmt: skip
+        printed = "\n" + result.stdout
+        return json.loads(printed[printed.rindex("\n{\n") + 1 :])
+
+    return run
+
+
 def run_under_backend(backend):
     """Runs BACKEND_FREE under `backend`; fails naming the backend and each failed test, or any test it skipped."""
-    # The parent worker's own PYTEST_* variables (xdist's worker id, the current test) are not the child's.
-    env = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}
-    env["KERAS_BACKEND"] = backend
+    env = child_env(backend)
     command = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-rfEs", "--durations=5", *BACKEND_FREE]
     try:
         result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIME_LIMIT_S)
@@ -53,3 +71,13 @@ def run_under_backend(backend):
     skipped = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
     assert not skipped, f"KERAS_BACKEND={backend}: tests skipped (a skip can hide a failure):\n" + "\n".join(skipped)
     return output
+
+
+def child_env(backend):
+    """The environment of a child under `backend`: one thread for PyTorch's and XLA's pools, as tests/conftest.py
+    gives TensorFlow (at two threads on 2 busy cores PyTorch's steps took several times longer); without the
+    parent worker's own PYTEST_* variables (xdist's worker id, the current test)."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}
+    env.update(KERAS_BACKEND=backend, OMP_NUM_THREADS="1")
+    env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    return env
