@@ -115,14 +115,13 @@ def serve(args, output_dir):
     from tf_transformer.decoding import DecodingSettings
     from tf_transformer.export import TranslationModule
 
-    # Importing the classes registers them with Keras, so load_model finds the ones model.keras names (tft's
-    # attributes are imported on first use).
+    # Importing the class registers it with Keras, so load_model finds the one model.keras names (tft imports its
+    # attributes on first use). compile=False: serving needs no optimizer, loss or metric.
     from tf_transformer.models import Transformer  # noqa: F401
-    from tf_transformer.training import MaskedAccuracy, MaskedCrossEntropy  # noqa: F401
 
     if keras.backend.backend() != "tensorflow":
         raise SystemExit(f"--serve needs KERAS_BACKEND=tensorflow, not {keras.backend.backend()}.")
-    model = keras.models.load_model(output_dir / "model.keras")
+    model = keras.models.load_model(output_dir / "model.keras", compile=False)
     held_out = np.load(output_dir / "held_out.npz")
     sources = held_out["sources"]
     logits = keras.ops.convert_to_numpy(model((sources, held_out["targets_in"]), training=False))
