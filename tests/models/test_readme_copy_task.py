@@ -46,11 +46,15 @@ def held_out_sources(namespace):
 
 
 def greedy_by_full_passes(model, sources):
-    """Greedy decoding with the full forward pass only (no cache, no tf.function): the same on every backend."""
-    targets = np.full((len(sources), 1), model.config.bos_id, "int32")
-    for _ in range(sources.shape[1]):
-        logits = convert_to_numpy(model((sources, targets), training=False))
-        targets = np.hstack([targets, logits[:, -1].argmax(-1)[:, None].astype("int32")])
+    """Greedy decoding with the full forward pass only (no cache, no tf.function): the same on every backend. The
+    target input keeps its full width, 0-padded after the ids so far (the look-ahead mask hides them), so every pass
+    has the same shapes: JAX compiles its operations once, not once a length."""
+    length = sources.shape[1]
+    targets = np.zeros((len(sources), length + 1), "int32")
+    targets[:, 0] = model.config.bos_id
+    for step in range(length):
+        logits = convert_to_numpy(model((sources, targets[:, :length]), training=False))
+        targets[:, step + 1] = logits[:, step].argmax(-1)
     return targets[:, 1:]
 
 
