@@ -68,8 +68,10 @@ def small_corpus(multi30k_dir, tmp_path_factory):
 # as workers free up, so a long file collected last leaves one worker running alone at the end; longest first
 # balances the workers.
 _LONGEST_FIRST = (
-    "tests/backends/test_torch.py",  # tests/layers and tests/models in a child pytest under PyTorch, then JAX
+    # tests/layers and tests/models in a child pytest under JAX (about 3.5 minutes on 2 busy cores: JAX compiles each
+    # operation of an eager call for each new shape) and PyTorch (40 s), with examples/train_anywhere.py (30 s each).
     "tests/backends/test_jax.py",
+    "tests/backends/test_torch.py",
     "tests/tools/test_translate_tools.py",
     "tests/tools/test_train_tool.py",
     "tests/training/test_budget.py",
