@@ -12,6 +12,7 @@ import gzip
 import os
 import pathlib
 
+import numpy as np
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -22,6 +23,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # workers at one thread 13:49. The third worker runs while the others wait on a command, a signal or a time limit.
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
+# The same under Keras' other backends (tests/backends/ runs the layer and model tests under each): PyTorch's OpenMP
+# pool and XLA's CPU pool (JAX) keep to one thread.
+if os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -62,6 +68,10 @@ def small_corpus(multi30k_dir, tmp_path_factory):
 # as workers free up, so a long file collected last leaves one worker running alone at the end; longest first
 # balances the workers.
 _LONGEST_FIRST = (
+    # tests/layers and tests/models in a child pytest under JAX (about 3.5 minutes on 2 busy cores: JAX compiles each
+    # operation of an eager call for each new shape) and PyTorch (40 s), with examples/train_anywhere.py (30 s each).
+    "tests/backends/test_jax.py",
+    "tests/backends/test_torch.py",
     "tests/tools/test_translate_tools.py",
     "tests/tools/test_train_tool.py",
     "tests/training/test_budget.py",
@@ -98,6 +108,21 @@ def pytest_collection_modifyitems(session, config, items):
     rank = {path: index for index, path in enumerate(_LONGEST_FIRST)}
     # A stable sort: each file's tests stay together and in their order.
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+    _deselect_tensorflow_only(config, items)
+
+
+def _deselect_tensorflow_only(config, items):
+    """Under a Keras backend other than TensorFlow (tests/backends/ runs the layer and model tests so), the tests
+    marked `tensorflow_only` are deselected, not skipped: they test what is TensorFlow's by design, which the
+    other backends do not have (each marker says why)."""
+    import keras
+
+    if keras.backend.backend() == "tensorflow":
+        return
+    tensorflow_only = [item for item in items if item.get_closest_marker("tensorflow_only")]
+    if tensorflow_only:
+        config.hook.pytest_deselected(items=tensorflow_only)
+        items[:] = [item for item in items if not item.get_closest_marker("tensorflow_only")]
 
 
 # Folders whose test files share session fixtures that cost a training run and an export (tests/export/conftest.py):
@@ -117,3 +142,38 @@ def pytest_xdist_make_scheduler(config, log):
             return next((folder for folder in _ONE_WORKER_FOLDERS if path.startswith(folder)), path)
 
     return FileOrFolderScheduling(config, log)
+
+
+@pytest.fixture
+def gradient():
+    """`gradient(loss_fn, variable)`: d loss_fn() / d variable as a NumPy array, by the Keras backend's own autodiff
+    (the layers are the same on every backend; taking a gradient is not a `keras.ops` operation)."""
+    import keras
+
+    return {"tensorflow": _tensorflow_gradient, "jax": _jax_gradient, "torch": _torch_gradient}[keras.backend.backend()]
+
+
+def _tensorflow_gradient(loss_fn, variable):
+    import tensorflow as tf
+
+    with tf.GradientTape() as tape:
+        loss = loss_fn()
+    return tf.convert_to_tensor(tape.gradient(loss, variable)).numpy()  # a lookup's gradient is IndexedSlices
+
+
+def _jax_gradient(loss_fn, variable):
+    import jax
+    import keras
+
+    def loss_of(value):
+        with keras.StatelessScope(state_mapping=[(variable, value)]):
+            return loss_fn()
+
+    return np.asarray(jax.grad(loss_of)(variable.value))
+
+
+def _torch_gradient(loss_fn, variable):
+    import torch
+
+    (value,) = torch.autograd.grad(loss_fn(), variable.value)
+    return value.detach().cpu().numpy()

@@ -3,7 +3,7 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
+from keras.ops import convert_to_numpy
 
 from tf_transformer.layers import MultiHeadAttention, masking
 
@@ -30,13 +30,13 @@ def reference_attention(layer, query, value=None, mask=None):
     d_v = getattr(layer, "value_dim", d_k)
     query = np.asarray(query, np.float64)
     value = np.asarray(value, np.float64)
-    wq = layer.query_kernel.numpy().astype(np.float64)
-    wkv = layer.key_value_kernel.numpy().astype(np.float64)
-    wo = layer.output_kernel.numpy().astype(np.float64)
+    wq = convert_to_numpy(layer.query_kernel).astype(np.float64)
+    wkv = convert_to_numpy(layer.key_value_kernel).astype(np.float64)
+    wo = convert_to_numpy(layer.output_kernel).astype(np.float64)
     q, kv = query @ wq, value @ wkv
     if layer.use_bias:
-        q = q + layer.query_bias.numpy()
-        kv = kv + layer.key_value_bias.numpy()
+        q = q + convert_to_numpy(layer.query_bias)
+        kv = kv + convert_to_numpy(layer.key_value_bias)
     # key_value_kernel is [W^K | W^V]: the first h*d_k columns give keys, the rest values.
     assert kv.shape[-1] == h * d_k + h * d_v
     k, v = kv[..., : h * d_k], kv[..., h * d_k :]
@@ -52,7 +52,7 @@ def reference_attention(layer, query, value=None, mask=None):
     context = (weights @ v).transpose(0, 2, 1, 3).reshape(query.shape[0], query.shape[1], h * d_v)
     output = context @ wo
     if layer.use_bias:
-        output = output + layer.output_bias.numpy()
+        output = output + convert_to_numpy(layer.output_bias)
     return output, weights
 
 
@@ -73,7 +73,7 @@ def causal_case(batch, length, **kwargs):
     """Inputs `[batch, length, 8]`, a built layer and its full causal self-attention output (NumPy)."""
     x = random_inputs(batch, length, 8)
     layer = built_layer(x, **kwargs)
-    return x, layer, layer(x, attention_mask=masking.look_ahead_mask(length)).numpy()
+    return x, layer, convert_to_numpy(layer(x, attention_mask=masking.look_ahead_mask(length)))
 
 
 # --- numerics against the reference -------------------------------------------------------------------
@@ -84,13 +84,13 @@ def test_self_attention_with_padding_mask_matches_reference():
     ids = np.array([[3, 4, 5, 0, 0], [1, 2, 3, 4, 0]])
     mask = (ids != 0)[:, None, None, :]
     layer = built_layer(x)
-    output, weights = layer(x, attention_mask=tf.constant(mask), return_attention_scores=True)
+    output, weights = layer(x, attention_mask=keras.ops.convert_to_tensor(mask), return_attention_scores=True)
     expected_output, expected_weights = reference_attention(layer, x, mask=mask)
     assert output.shape == (2, 5, 8) and weights.shape == (2, 2, 5, 5)
-    np.testing.assert_allclose(output.numpy(), expected_output, **TOLERANCE)
-    np.testing.assert_allclose(weights.numpy(), expected_weights, **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(output), expected_output, **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(weights), expected_weights, **TOLERANCE)
     # Padded keys get exactly zero weight.
-    assert np.all(weights.numpy()[0, :, :, 3:] == 0)
+    assert np.all(convert_to_numpy(weights)[0, :, :, 3:] == 0)
 
 
 def test_cross_attention_with_different_lengths_matches_reference():
@@ -101,8 +101,8 @@ def test_cross_attention_with_different_lengths_matches_reference():
     output, weights = layer(query, memory, attention_mask=mask, return_attention_scores=True)
     expected_output, expected_weights = reference_attention(layer, query, memory, mask)
     assert weights.shape == (2, 2, 3, 6)
-    np.testing.assert_allclose(output.numpy(), expected_output, **TOLERANCE)
-    np.testing.assert_allclose(weights.numpy(), expected_weights, **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(output), expected_output, **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(weights), expected_weights, **TOLERANCE)
 
 
 def test_explicit_d_k_with_heads_times_d_k_not_d_model():
@@ -114,8 +114,8 @@ def test_explicit_d_k_with_heads_times_d_k_not_d_model():
     output, weights = layer(x, return_attention_scores=True)
     expected_output, expected_weights = reference_attention(layer, x)
     assert output.shape == (2, 4, 8)
-    np.testing.assert_allclose(output.numpy(), expected_output, **TOLERANCE)
-    np.testing.assert_allclose(weights.numpy(), expected_weights, **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(output), expected_output, **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(weights), expected_weights, **TOLERANCE)
 
 
 def test_explicit_d_k_and_d_v_with_d_model_not_divisible_by_heads():
@@ -127,32 +127,36 @@ def test_explicit_d_k_and_d_v_with_d_model_not_divisible_by_heads():
     output, weights = layer(x, return_attention_scores=True)
     expected_output, expected_weights = reference_attention(layer, x)
     assert output.shape == (2, 4, 8)
-    np.testing.assert_allclose(output.numpy(), expected_output, **TOLERANCE)
-    np.testing.assert_allclose(weights.numpy(), expected_weights, **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(output), expected_output, **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(weights), expected_weights, **TOLERANCE)
 
 
 def test_non_zero_biases_are_used():
     x = random_inputs(1, 4, 8)
     layer = built_layer(x, seed=3)
-    assert all(np.abs(b.numpy()).sum() > 0 for b in (layer.query_bias, layer.key_value_bias, layer.output_bias))
-    np.testing.assert_allclose(layer(x).numpy(), reference_attention(layer, x)[0], **TOLERANCE)
+    assert all(
+        np.abs(convert_to_numpy(b)).sum() > 0 for b in (layer.query_bias, layer.key_value_bias, layer.output_bias)
+    )
+    np.testing.assert_allclose(convert_to_numpy(layer(x)), reference_attention(layer, x)[0], **TOLERANCE)
     layer.output_bias.assign(np.zeros(8, np.float32))
     layer.key_value_bias.assign(np.zeros(16, np.float32))
-    np.testing.assert_allclose(layer(x).numpy(), reference_attention(layer, x)[0], **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(layer(x)), reference_attention(layer, x)[0], **TOLERANCE)
 
 
 def test_without_bias_matches_reference():
     x = random_inputs(2, 4, 8)
     layer = built_layer(x, use_bias=False)
     assert len(layer.weights) == 3
-    np.testing.assert_allclose(layer(x).numpy(), reference_attention(layer, x)[0], **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(layer(x)), reference_attention(layer, x)[0], **TOLERANCE)
 
 
 def test_attention_dropout_inactive_at_inference():
     x = random_inputs(2, 4, 8)
     layer = built_layer(x, attention_dropout=0.5)
-    np.testing.assert_allclose(layer(x, training=False).numpy(), reference_attention(layer, x)[0], **TOLERANCE)
-    assert not np.allclose(layer(x, training=True).numpy(), layer(x, training=False).numpy())
+    np.testing.assert_allclose(
+        convert_to_numpy(layer(x, training=False)), reference_attention(layer, x)[0], **TOLERANCE
+    )
+    assert not np.allclose(convert_to_numpy(layer(x, training=True)), convert_to_numpy(layer(x, training=False)))
 
 
 # --- masks, precision, windows -------------------------------------------------------------------------
@@ -176,14 +180,14 @@ def check_fully_masked_row(layer, x):
     assert all(weight.dtype == "float32" for weight in layer.weights)
     mask = fully_masked_row_mask()
     output, weights = layer(x, attention_mask=mask, return_attention_scores=True)
-    assert weights.dtype == tf.float32
-    assert output.dtype == layer.compute_dtype
-    assert np.isfinite(output.numpy().astype(np.float32)).all()
-    assert np.isfinite(weights.numpy()).all()
-    np.testing.assert_allclose(weights.numpy()[0, :, 1], np.full((2, 4), 0.25), atol=1e-6)
+    assert keras.backend.standardize_dtype(weights.dtype) == "float32"
+    assert keras.backend.standardize_dtype(output.dtype) == layer.compute_dtype
+    assert np.isfinite(convert_to_numpy(output).astype(np.float32)).all()
+    assert np.isfinite(convert_to_numpy(weights)).all()
+    np.testing.assert_allclose(convert_to_numpy(weights)[0, :, 1], np.full((2, 4), 0.25), atol=1e-6)
     expected, _ = reference_attention(layer, x, mask=mask)
     loose = TOLERANCE if layer.compute_dtype == "float32" else dict(atol=5e-2, rtol=5e-2)
-    np.testing.assert_allclose(output.numpy().astype(np.float32), expected, **loose)
+    np.testing.assert_allclose(convert_to_numpy(output).astype(np.float32), expected, **loose)
 
 
 @pytest.mark.parametrize(
@@ -211,12 +215,12 @@ def test_window_restricts_self_attention(window):
     x = random_inputs(2, 6, 8)
     layer = built_layer(x, attention_window=window)
     output, weights = layer(x, return_attention_scores=True)
-    weights = weights.numpy()
+    weights = convert_to_numpy(weights)
     distance = np.abs(np.arange(6)[:, None] - np.arange(6)[None, :])
     assert np.all(weights[:, :, distance > window] == 0.0)
     assert np.all(weights[:, :, distance <= window] > 0.0)
     expected_output, expected_weights = reference_attention(layer, x, mask=distance <= window)
-    np.testing.assert_allclose(output.numpy(), expected_output, **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(output), expected_output, **TOLERANCE)
     np.testing.assert_allclose(weights, expected_weights, **TOLERANCE)
 
 
@@ -224,13 +228,13 @@ def test_window_not_applied_to_cross_attention():
     query, memory = random_inputs(2, 6, 8, seed=1), random_inputs(2, 6, 8, seed=2)
     layer = built_layer(query, memory, attention_window=1)
     output, weights = layer(query, memory, return_attention_scores=True)
-    assert np.all(weights.numpy() > 0.0)
+    assert np.all(convert_to_numpy(weights) > 0.0)
     expected_output, expected_weights = reference_attention(layer, query, memory)
-    np.testing.assert_allclose(output.numpy(), expected_output, **TOLERANCE)
-    np.testing.assert_allclose(weights.numpy(), expected_weights, **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(output), expected_output, **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(weights), expected_weights, **TOLERANCE)
     # Nor with a precomputed cross-attention cache.
     _, cached_weights = layer(query, cache=layer.compute_key_value(memory), return_attention_scores=True)
-    np.testing.assert_allclose(cached_weights.numpy(), expected_weights, **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(cached_weights), expected_weights, **TOLERANCE)
 
 
 # --- incremental decoding ------------------------------------------------------------------------------
@@ -248,17 +252,17 @@ def test_cached_decoding_one_step_at_a_time_equals_full(window, widths):
         output, cache, weights = layer(x[:, i : i + 1], cache=cache, decode_index=i, return_attention_scores=True)
         prefix = x[:, : i + 1]
         full = layer(prefix, attention_mask=masking.look_ahead_mask(i + 1))
-        np.testing.assert_allclose(output.numpy(), full.numpy()[:, -1:], **TOLERANCE)
+        np.testing.assert_allclose(convert_to_numpy(output), convert_to_numpy(full)[:, -1:], **TOLERANCE)
         # Also against the reference with the causal (and window) mask.
         mask = np.tril(np.ones((i + 1, i + 1), bool))
         if window is not None:
             mask &= np.abs(np.arange(i + 1)[:, None] - np.arange(i + 1)[None, :]) <= window
         np.testing.assert_allclose(
-            output.numpy(), reference_attention(layer, prefix, mask=mask)[0][:, -1:], **TOLERANCE
+            convert_to_numpy(output), reference_attention(layer, prefix, mask=mask)[0][:, -1:], **TOLERANCE
         )
         # Cache slots after the current position get no weight.
         assert weights.shape == (batch, 2, 1, length)
-        assert np.all(weights.numpy()[..., i + 1 :] == 0.0)
+        assert np.all(convert_to_numpy(weights)[..., i + 1 :] == 0.0)
 
 
 @pytest.mark.parametrize("window", [None, 1])
@@ -267,15 +271,15 @@ def test_cached_decoding_several_positions_at_once(window):
     x, layer, full = causal_case(batch, length, attention_window=window)
     cache = layer.empty_cache(batch, length)
     output, cache = layer(x[:, :3], cache=cache, decode_index=0)
-    np.testing.assert_allclose(output.numpy(), full[:, :3], **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(output), full[:, :3], **TOLERANCE)
     output, cache = layer(x[:, 3:5], cache=cache, decode_index=3)
-    np.testing.assert_allclose(output.numpy(), full[:, 3:5], **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(output), full[:, 3:5], **TOLERANCE)
     output, cache = layer(x[:, 5:6], cache=cache, decode_index=5)
-    np.testing.assert_allclose(output.numpy(), full[:, 5:6], **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(output), full[:, 5:6], **TOLERANCE)
     # The cache holds the keys and values of every position.
     expected = layer.compute_key_value(x)
-    np.testing.assert_allclose(cache["key"].numpy(), expected["key"].numpy(), **TOLERANCE)
-    np.testing.assert_allclose(cache["value"].numpy(), expected["value"].numpy(), **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(cache["key"]), convert_to_numpy(expected["key"]), **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(cache["value"]), convert_to_numpy(expected["value"]), **TOLERANCE)
 
 
 def test_cached_decoding_combines_user_mask():
@@ -283,11 +287,11 @@ def test_cached_decoding_combines_user_mask():
     x = random_inputs(batch, length, 8)
     layer = built_layer(x)
     pad = np.array([[1, 0, 1, 1], [1, 1, 1, 1]], bool)[:, None, None, :]
-    full = layer(x, attention_mask=masking.combine_masks(pad, masking.look_ahead_mask(length))).numpy()
+    full = convert_to_numpy(layer(x, attention_mask=masking.combine_masks(pad, masking.look_ahead_mask(length))))
     cache = layer.empty_cache(batch, length)
     for i in range(length):
         output, cache = layer(x[:, i : i + 1], attention_mask=pad, cache=cache, decode_index=i)
-        np.testing.assert_allclose(output.numpy(), full[:, i : i + 1], **TOLERANCE)
+        np.testing.assert_allclose(convert_to_numpy(output), full[:, i : i + 1], **TOLERANCE)
 
 
 @pytest.mark.parametrize("window", [None, 1])
@@ -300,14 +304,17 @@ def test_a_growing_cache_equals_the_fixed_buffer_and_the_full_pass(window):
     for start, stop in [(0, 3), (3, 4), (4, 5), (5, 6)]:
         output, growing = layer(x[:, start:stop], cache=growing, decode_index=start)
         fixed_output, fixed = layer(x[:, start:stop], cache=fixed, decode_index=start)
-        np.testing.assert_allclose(output.numpy(), full[:, start:stop], **TOLERANCE)
-        np.testing.assert_allclose(output.numpy(), fixed_output.numpy(), **TOLERANCE)
+        np.testing.assert_allclose(convert_to_numpy(output), full[:, start:stop], **TOLERANCE)
+        np.testing.assert_allclose(convert_to_numpy(output), convert_to_numpy(fixed_output), **TOLERANCE)
         assert growing["past_key"].shape == (batch, 2, stop, 4)
-    np.testing.assert_allclose(growing["past_key"].numpy(), fixed["key"].numpy(), **TOLERANCE)
-    np.testing.assert_allclose(growing["past_value"].numpy(), fixed["value"].numpy(), **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(growing["past_key"]), convert_to_numpy(fixed["key"]), **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(growing["past_value"]), convert_to_numpy(fixed["value"]), **TOLERANCE)
 
 
+@pytest.mark.tensorflow_only  # tf.function graphs and XLA: the decoding loops are TensorFlow's (tft.decoding)
 def test_a_growing_cache_in_a_graph_loop_with_a_relaxed_length():
+    import tensorflow as tf
+
     batch, length = 2, 5
     x, layer, full = causal_case(batch, length)
 
@@ -328,12 +335,15 @@ def test_a_growing_cache_in_a_graph_loop_with_a_relaxed_length():
         return tf.transpose(outputs.stack(), [1, 0, 2]), cache
 
     outputs, cache = decode_all(tf.constant(x))
-    np.testing.assert_allclose(outputs.numpy(), full, **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(outputs), full, **TOLERANCE)
     assert cache["past_key"].shape == (batch, 2, length, 4)
 
 
+@pytest.mark.tensorflow_only  # tf.function graphs and XLA: the decoding loops are TensorFlow's (tft.decoding)
 @pytest.mark.parametrize("window", [None, 2])
 def test_cached_decoding_under_xla_with_tensor_index(window):
+    import tensorflow as tf
+
     batch, length = 2, 5
     x = random_inputs(batch, length, 8)
     layer = built_layer(x, attention_window=window)
@@ -346,8 +356,8 @@ def test_cached_decoding_under_xla_with_tensor_index(window):
     for i in range(length):
         eager, eager_cache = layer(x[:, i : i + 1], cache=eager_cache, decode_index=i)
         compiled, xla_cache = step(tf.constant(x[:, i : i + 1]), xla_cache, tf.constant(i, tf.int32))
-        np.testing.assert_allclose(compiled.numpy(), eager.numpy(), **TOLERANCE)
-    np.testing.assert_allclose(xla_cache["key"].numpy(), eager_cache["key"].numpy(), **TOLERANCE)
+        np.testing.assert_allclose(convert_to_numpy(compiled), convert_to_numpy(eager), **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(xla_cache["key"]), convert_to_numpy(eager_cache["key"]), **TOLERANCE)
     # One trace serves every step.
     assert step.experimental_get_tracing_count() == 1
 
@@ -363,9 +373,11 @@ def test_precomputed_cross_attention_cache_equals_cross_attention():
     assert kv["key"].shape == (2, 2, 5, 4) and kv["value"].shape == (2, 2, 5, 4)
     cached, cached_weights = layer(query, attention_mask=mask, cache=kv, return_attention_scores=True)
     direct, direct_weights = layer(query, memory, attention_mask=mask, return_attention_scores=True)
-    np.testing.assert_allclose(cached.numpy(), direct.numpy(), **TOLERANCE)
-    np.testing.assert_allclose(cached_weights.numpy(), direct_weights.numpy(), **TOLERANCE)
-    np.testing.assert_allclose(cached.numpy(), reference_attention(layer, query, memory, mask)[0], **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(cached), convert_to_numpy(direct), **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(cached_weights), convert_to_numpy(direct_weights), **TOLERANCE)
+    np.testing.assert_allclose(
+        convert_to_numpy(cached), reference_attention(layer, query, memory, mask)[0], **TOLERANCE
+    )
 
 
 @pytest.mark.parametrize("query_length", [1, 3])
@@ -383,8 +395,8 @@ def test_a_cross_attention_cache_row_serves_k_consecutive_query_rows(query_lengt
     assert shared_weights.shape == (sentences * beams, 2, query_length, 5)
     tiled_memory, tiled_mask = np.repeat(memory, beams, axis=0), np.repeat(mask, beams, axis=0)
     expected, expected_weights = reference_attention(layer, query, tiled_memory, tiled_mask)
-    np.testing.assert_allclose(shared.numpy(), expected, **TOLERANCE)
-    np.testing.assert_allclose(shared_weights.numpy(), expected_weights, **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(shared), expected, **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(shared_weights), expected_weights, **TOLERANCE)
 
 
 def test_value_and_precomputed_cache_together_raise():

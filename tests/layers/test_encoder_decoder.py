@@ -4,7 +4,7 @@ padding invariance, cached decoding against full recomputation, and attention-sc
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
+from keras.ops import convert_to_numpy
 
 from tf_transformer.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, masking
 
@@ -36,8 +36,8 @@ def softmax(logits):
 def reference_attention(layer, query, value, mask=None):
     h, d_k = layer.num_heads, layer.key_dim
     d_v = getattr(layer, "value_dim", d_k)
-    q = query @ layer.query_kernel.numpy() + layer.query_bias.numpy()
-    kv = value @ layer.key_value_kernel.numpy() + layer.key_value_bias.numpy()
+    q = query @ convert_to_numpy(layer.query_kernel) + convert_to_numpy(layer.query_bias)
+    kv = value @ convert_to_numpy(layer.key_value_kernel) + convert_to_numpy(layer.key_value_bias)
     k, v = kv[..., : h * d_k], kv[..., h * d_k :]
 
     def split(t, width):
@@ -48,18 +48,18 @@ def reference_attention(layer, query, value, mask=None):
     if mask is not None:
         logits = np.where(np.broadcast_to(mask, logits.shape), logits, -1e9)
     context = (softmax(logits) @ v).transpose(0, 2, 1, 3).reshape(query.shape[0], query.shape[1], h * d_v)
-    return context @ layer.output_kernel.numpy() + layer.output_bias.numpy()
+    return context @ convert_to_numpy(layer.output_kernel) + convert_to_numpy(layer.output_bias)
 
 
 def reference_layer_norm(norm, x):
     mean = x.mean(axis=-1, keepdims=True)
     variance = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-    return (x - mean) / np.sqrt(variance + norm.epsilon) * norm.gamma.numpy() + norm.beta.numpy()
+    return (x - mean) / np.sqrt(variance + norm.epsilon) * convert_to_numpy(norm.gamma) + convert_to_numpy(norm.beta)
 
 
 def reference_feed_forward(ffn, x):
-    hidden = np.maximum(0.0, x @ ffn.inner.kernel.numpy() + ffn.inner.bias.numpy())
-    return hidden @ ffn.outer.kernel.numpy() + ffn.outer.bias.numpy()
+    hidden = np.maximum(0.0, x @ convert_to_numpy(ffn.inner.kernel) + convert_to_numpy(ffn.inner.bias))
+    return hidden @ convert_to_numpy(ffn.outer.kernel) + convert_to_numpy(ffn.outer.bias)
 
 
 def residual(layer, norm, x, sublayer):
@@ -100,10 +100,10 @@ def test_encoder_layer_matches_reference(norm_first, epsilon):
     layer = EncoderLayer(D_MODEL, HEADS, D_FF, dropout=0.5, norm_first=norm_first, layer_norm_epsilon=epsilon)
     layer(x)
     randomize(layer)
-    output = layer(x, attention_mask=mask, training=False).numpy()
+    output = convert_to_numpy(layer(x, attention_mask=mask, training=False))
     np.testing.assert_allclose(output, reference_encoder_layer(layer, x, mask), **TOLERANCE)
     # Dropout is really there: training=True changes the output.
-    assert not np.allclose(layer(x, attention_mask=mask, training=True).numpy(), output)
+    assert not np.allclose(convert_to_numpy(layer(x, attention_mask=mask, training=True)), output)
 
 
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post_norm", "pre_norm"])
@@ -114,7 +114,7 @@ def test_decoder_layer_matches_reference(norm_first):
     layer = DecoderLayer(D_MODEL, HEADS, D_FF, dropout=0.5, norm_first=norm_first)
     layer(x, memory)
     randomize(layer)
-    output = layer(x, memory, self_attention_mask=self_mask, memory_mask=memory_mask, training=False).numpy()
+    output = convert_to_numpy(layer(x, memory, self_attention_mask=self_mask, memory_mask=memory_mask, training=False))
     expected = reference_decoder_layer(layer, x, memory, self_mask, memory_mask)
     np.testing.assert_allclose(output, expected, **TOLERANCE)
 
@@ -141,7 +141,7 @@ def test_encoder_stack_structure_and_numerics(norm_first):
         expected = reference_encoder_layer(layer, expected, mask)
     if norm_first:
         expected = reference_layer_norm(encoder.final_norm, expected)
-    np.testing.assert_allclose(encoder(x, attention_mask=mask).numpy(), expected, **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(encoder(x, attention_mask=mask)), expected, **TOLERANCE)
 
 
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post_norm", "pre_norm"])
@@ -158,7 +158,9 @@ def test_decoder_stack_structure_and_numerics(norm_first):
         expected = reference_decoder_layer(layer, expected, memory, self_mask)
     if norm_first:
         expected = reference_layer_norm(decoder.final_norm, expected)
-    np.testing.assert_allclose(decoder(x, memory, self_attention_mask=self_mask).numpy(), expected, **TOLERANCE)
+    np.testing.assert_allclose(
+        convert_to_numpy(decoder(x, memory, self_attention_mask=self_mask)), expected, **TOLERANCE
+    )
 
 
 def make_decoder(norm_first, seed=0, **kwargs):
@@ -173,11 +175,11 @@ def test_decoder_is_causal(norm_first):
     x, memory = random_inputs(2, length, D_MODEL, seed=1), random_inputs(2, 4, D_MODEL, seed=2)
     decoder = make_decoder(norm_first)
     look_ahead = masking.look_ahead_mask(length)
-    base = decoder(x, memory, self_attention_mask=look_ahead).numpy()
+    base = convert_to_numpy(decoder(x, memory, self_attention_mask=look_ahead))
     for t in range(length - 1):
         changed = x.copy()
         changed[:, t + 1 :] = random_inputs(2, length - t - 1, D_MODEL, seed=10 + t)
-        output = decoder(changed, memory, self_attention_mask=look_ahead).numpy()
+        output = convert_to_numpy(decoder(changed, memory, self_attention_mask=look_ahead))
         np.testing.assert_allclose(output[:, : t + 1], base[:, : t + 1], **TOLERANCE)
         assert not np.allclose(output[:, t + 1 :], base[:, t + 1 :])  # the test can fail
 
@@ -190,12 +192,14 @@ def test_decoder_cached_decoding_equals_full(norm_first, window):
     x, memory = random_inputs(batch, length, D_MODEL, seed=1), random_inputs(batch, 4, D_MODEL, seed=2)
     memory_mask = masking.padding_mask(np.array([[3, 4, 0, 0], [1, 2, 3, 4]]))
     decoder = make_decoder(norm_first, attention_window=window)
-    full = decoder(x, memory, self_attention_mask=masking.look_ahead_mask(length), memory_mask=memory_mask).numpy()
+    full = convert_to_numpy(
+        decoder(x, memory, self_attention_mask=masking.look_ahead_mask(length), memory_mask=memory_mask)
+    )
     cache = decoder.init_cache(memory, length)
     assert len(cache) == 2
     for i in range(length):
         output, cache = decoder(x[:, i : i + 1], None, memory_mask=memory_mask, cache=cache, decode_index=i)
-        np.testing.assert_allclose(output.numpy(), full[:, i : i + 1], **TOLERANCE)
+        np.testing.assert_allclose(convert_to_numpy(output), full[:, i : i + 1], **TOLERANCE)
 
 
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post_norm", "pre_norm"])
@@ -205,15 +209,15 @@ def test_encoder_padding_invariance(norm_first):
     encoder = Encoder(num_layers=2, d_model=D_MODEL, num_heads=HEADS, d_ff=D_FF, norm_first=norm_first)
     encoder(real)
     randomize(encoder)
-    base = encoder(real, attention_mask=masking.padding_mask(ids)).numpy()
+    base = convert_to_numpy(encoder(real, attention_mask=masking.padding_mask(ids)))
     # Three extra padded positions with arbitrary (large) values.
     longer = np.concatenate([real, 10 * random_inputs(2, 3, D_MODEL, seed=2)], axis=1)
     longer_ids = np.concatenate([ids, np.zeros((2, 3), int)], axis=1)
-    output = encoder(longer, attention_mask=masking.padding_mask(longer_ids)).numpy()
+    output = convert_to_numpy(encoder(longer, attention_mask=masking.padding_mask(longer_ids)))
     np.testing.assert_allclose(output[0, :3], base[0, :3], **TOLERANCE)
     np.testing.assert_allclose(output[1, :4], base[1, :4], **TOLERANCE)
     # Without the mask the padding does leak in.
-    unmasked = encoder(longer).numpy()
+    unmasked = convert_to_numpy(encoder(longer))
     assert not np.allclose(unmasked[1, :4], base[1, :4], atol=1e-3)
 
 
@@ -235,8 +239,10 @@ def test_attention_score_shapes():
     for self_scores, cross_scores in scores:
         assert tuple(self_scores.shape) == (batch, HEADS, target, target)
         assert tuple(cross_scores.shape) == (batch, HEADS, target, source)
-        np.testing.assert_allclose(self_scores.numpy().sum(-1), 1.0, rtol=1e-5)
-        assert np.all(self_scores.numpy()[..., np.triu_indices(target, 1)[0], np.triu_indices(target, 1)[1]] == 0)
+        np.testing.assert_allclose(convert_to_numpy(self_scores).sum(-1), 1.0, rtol=1e-5)
+        assert np.all(
+            convert_to_numpy(self_scores)[..., np.triu_indices(target, 1)[0], np.triu_indices(target, 1)[1]] == 0
+        )
 
 
 @pytest.fixture
@@ -246,18 +252,29 @@ def mixed_float16():
     keras.mixed_precision.set_global_policy("float32")
 
 
+def dtypes_of(cache):
+    """The dtype of each tensor of a cache: a nest of lists and dicts (the caches' dict subclasses included)."""
+    if isinstance(cache, dict):
+        return {name: dtypes_of(value) for name, value in cache.items()}
+    if isinstance(cache, (list, tuple)):
+        return [dtypes_of(value) for value in cache]
+    return keras.backend.standardize_dtype(cache.dtype)
+
+
 def test_cached_decoding_under_mixed_precision(mixed_float16):
     batch, length = 2, 3
     source, x = random_inputs(batch, 4, D_MODEL, seed=1), random_inputs(batch, length, D_MODEL, seed=2)
     encoder = Encoder(num_layers=1, d_model=D_MODEL, num_heads=HEADS, d_ff=D_FF)
     decoder = Decoder(num_layers=1, d_model=D_MODEL, num_heads=HEADS, d_ff=D_FF)
     memory = encoder(source)
-    assert memory.dtype == tf.float16
-    full = decoder(x, memory, self_attention_mask=masking.look_ahead_mask(length)).numpy().astype(np.float32)
+    assert keras.backend.standardize_dtype(memory.dtype) == "float16"
+    full = convert_to_numpy(decoder(x, memory, self_attention_mask=masking.look_ahead_mask(length))).astype(np.float32)
     cache = decoder.init_cache(memory, length)
     for i in range(length):
-        dtypes = tf.nest.map_structure(lambda t: t.dtype, cache)
+        dtypes = dtypes_of(cache)
         output, cache = decoder(x[:, i : i + 1], None, cache=cache, decode_index=i)
         # A tf.while_loop needs the cache to keep its dtypes from step to step.
-        assert tf.nest.map_structure(lambda t: t.dtype, cache) == dtypes
-        np.testing.assert_allclose(output.numpy().astype(np.float32), full[:, i : i + 1], atol=1e-2, rtol=1e-2)
+        assert dtypes_of(cache) == dtypes
+        np.testing.assert_allclose(
+            convert_to_numpy(output).astype(np.float32), full[:, i : i + 1], atol=1e-2, rtol=1e-2
+        )

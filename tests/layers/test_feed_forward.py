@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from keras.ops import convert_to_numpy
 
 from tf_transformer.layers import FeedForward
 
@@ -19,7 +20,12 @@ def randomized(layer, inputs, seed=0):
 
 
 def dense_weights(layer):
-    return (layer.inner.kernel.numpy(), layer.inner.bias.numpy(), layer.outer.kernel.numpy(), layer.outer.bias.numpy())
+    return (
+        convert_to_numpy(layer.inner.kernel),
+        convert_to_numpy(layer.inner.bias),
+        convert_to_numpy(layer.outer.kernel),
+        convert_to_numpy(layer.outer.bias),
+    )
 
 
 def gelu(x):  # the exact (erf) form, Keras' default
@@ -33,15 +39,15 @@ def test_relu_feed_forward_matches_reference():
     assert w1.shape == (4, 16) and w2.shape == (16, 4)
     assert all(np.abs(b).sum() > 0 for b in (b1, b2))
     expected = np.maximum(0.0, x @ w1 + b1) @ w2 + b2
-    np.testing.assert_allclose(layer(x).numpy(), expected, **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(layer(x)), expected, **TOLERANCE)
 
 
 def test_acts_on_each_position_independently():
     x = np.random.default_rng(2).normal(size=(1, 5, 4)).astype(np.float32)
     layer = randomized(FeedForward(d_model=4, d_ff=8), x)
-    full = layer(x).numpy()
+    full = convert_to_numpy(layer(x))
     for t in range(5):
-        np.testing.assert_allclose(layer(x[:, t : t + 1]).numpy(), full[:, t : t + 1], **TOLERANCE)
+        np.testing.assert_allclose(convert_to_numpy(layer(x[:, t : t + 1])), full[:, t : t + 1], **TOLERANCE)
 
 
 @pytest.mark.parametrize("activation,reference", [("gelu", gelu), ("relu", lambda h: np.maximum(h, 0))])
@@ -50,7 +56,7 @@ def test_activation_option(activation, reference):
     layer = randomized(FeedForward(d_model=4, d_ff=8, activation=activation), x)
     w1, b1, w2, b2 = dense_weights(layer)
     expected = reference((x @ w1 + b1).astype(np.float64)) @ w2 + b2
-    np.testing.assert_allclose(layer(x).numpy(), expected, **TOLERANCE)
+    np.testing.assert_allclose(convert_to_numpy(layer(x)), expected, **TOLERANCE)
 
 
 def test_activation_dropout_drops_inner_activations_in_training_only():
@@ -63,8 +69,8 @@ def test_activation_dropout_drops_inner_activations_in_training_only():
     layer.outer.bias.assign(np.zeros(8, np.float32))
     w1, b1, _, _ = dense_weights(layer)
     hidden = np.maximum(0.0, x @ w1 + b1)
-    np.testing.assert_allclose(layer(x, training=False).numpy(), hidden, **TOLERANCE)
-    dropped = layer(x, training=True).numpy()
+    np.testing.assert_allclose(convert_to_numpy(layer(x, training=False)), hidden, **TOLERANCE)
+    dropped = convert_to_numpy(layer(x, training=True))
     kept = ~np.isclose(dropped, 0.0, atol=1e-6)
     np.testing.assert_allclose(dropped[kept], hidden[kept] / (1 - rate), **TOLERANCE)
     active = hidden > 1e-3

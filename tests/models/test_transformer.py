@@ -3,7 +3,7 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
+from keras.ops import convert_to_numpy
 
 import tf_transformer as tft
 from tf_transformer.config import ConfigError
@@ -34,7 +34,7 @@ def model():
 def test_logits_are_float32_with_the_target_shape(model):
     rng = np.random.default_rng(0)
     logits = model((random_ids(rng, 3, 7), random_ids(rng, 3, 5)), training=False)
-    assert logits.shape == (3, 5, 50) and logits.dtype == tf.float32
+    assert logits.shape == (3, 5, 50) and keras.backend.standardize_dtype(logits.dtype) == "float32"
 
 
 def test_extra_source_padding_leaves_logits_unchanged(model):
@@ -43,7 +43,9 @@ def test_extra_source_padding_leaves_logits_unchanged(model):
     source[1, 4:] = 0  # the second sentence is shorter
     padded = np.pad(source, [[0, 0], [0, 9]])
     np.testing.assert_allclose(
-        model((padded, target), training=False), model((source, target), training=False), atol=1e-5
+        convert_to_numpy(model((padded, target), training=False)),
+        convert_to_numpy(model((source, target), training=False)),
+        atol=1e-5,
     )
 
 
@@ -52,7 +54,9 @@ def test_extra_target_padding_leaves_real_positions_unchanged(model):
     source, target = random_ids(rng, 2, 6), random_ids(rng, 2, 5)
     padded = np.pad(target, [[0, 0], [0, 4]])
     np.testing.assert_allclose(
-        model((source, padded), training=False)[:, :5], model((source, target), training=False), atol=1e-5
+        convert_to_numpy(model((source, padded), training=False))[:, :5],
+        convert_to_numpy(model((source, target), training=False)),
+        atol=1e-5,
     )
 
 
@@ -62,8 +66,8 @@ def test_future_target_tokens_do_not_change_earlier_logits(model, t):
     source, target = random_ids(rng, 2, 6), random_ids(rng, 2, 8)
     changed = target.copy()
     changed[:, t + 1 :] = random_ids(rng, 2, 8 - t - 1)
-    before = model((source, target), training=False).numpy()
-    after = model((source, changed), training=False).numpy()
+    before = convert_to_numpy(model((source, target), training=False))
+    after = convert_to_numpy(model((source, changed), training=False))
     np.testing.assert_allclose(after[:, : t + 1], before[:, : t + 1], atol=1e-5)
     if t + 1 < 8:
         assert np.abs(after[:, t + 1 :] - before[:, t + 1 :]).max() > 1e-4  # the change is visible later
@@ -78,7 +82,7 @@ def first_layer_outputs(model, source, target):
     y = model.target_position(model.source_embedding(target))
     self_mask = masking.combine_masks(masking.padding_mask(target), masking.look_ahead_mask(target.shape[1]))
     decoded = model.decoder.layers[0](y, memory, self_attention_mask=self_mask, memory_mask=source_mask)
-    return encoded.numpy(), decoded.numpy()
+    return convert_to_numpy(encoded), convert_to_numpy(decoded)
 
 
 @pytest.mark.parametrize("window", [0, 1, 2])
@@ -122,7 +126,7 @@ def test_incremental_decoding_equals_the_full_forward_pass(model, max_length, ti
     rng = np.random.default_rng(6)
     source, target = random_ids(rng, 3, 7), random_ids(rng, 3, 6)
     source[2, 3:] = 0
-    full = model((source, target), training=False).numpy()
+    full = convert_to_numpy(model((source, target), training=False))
     memory, memory_mask = model.encode(source)
     cache = model.init_cache(memory, max_length=max_length)
     constants = model.decoding_constants()
@@ -131,17 +135,19 @@ def test_incremental_decoding_equals_the_full_forward_pass(model, max_length, ti
         # The once-per-call output kernel gives the same logits as the weights.
         with_kernel, _ = model.decode(inputs, None, memory_mask, cache=cache, decode_index=step, **constants)
         logits, cache = model.decode(inputs, None, memory_mask, cache=cache, decode_index=step)
+        logits, with_kernel = convert_to_numpy(logits), convert_to_numpy(with_kernel)
         np.testing.assert_allclose(logits[:, 0], full[:, step], atol=1e-5)
         np.testing.assert_allclose(with_kernel, logits, atol=1e-5)
 
 
 def test_decoding_constants_are_the_output_projection_as_a_matrix(model):
-    kernel = model.decoding_constants()["output_kernel"].numpy()
-    np.testing.assert_array_equal(kernel, model.source_embedding.embeddings.numpy().T)
+    kernel = convert_to_numpy(model.decoding_constants()["output_kernel"])
+    np.testing.assert_array_equal(kernel, convert_to_numpy(model.source_embedding.embeddings).T)
     untied = tft.Transformer(SMALL.replace(tie_output_projection=False))
     untied.build()
     np.testing.assert_array_equal(
-        untied.decoding_constants()["output_kernel"].numpy(), untied.output_projection.kernel.numpy()
+        convert_to_numpy(untied.decoding_constants()["output_kernel"]),
+        convert_to_numpy(untied.output_projection.kernel),
     )
 
 
@@ -221,12 +227,12 @@ def test_keras_file_round_trip_without_custom_objects(tmp_path, changes):
     model = tft.Transformer(config)
     rng = np.random.default_rng(8)
     inputs = (random_ids(rng, 2, 6), random_ids(rng, 2, 5, vocab=config.output_vocab_size))
-    expected = model(inputs, training=False).numpy()
+    expected = convert_to_numpy(model(inputs, training=False))
     path = tmp_path / "model.keras"
     model.save(path)
     loaded = keras.models.load_model(path)
     assert isinstance(loaded, tft.Transformer) and loaded.config == config
-    np.testing.assert_array_equal(loaded(inputs, training=False).numpy(), expected)
+    np.testing.assert_array_equal(convert_to_numpy(loaded(inputs, training=False)), expected)
     assert tft.Transformer.from_config(model.get_config()).get_config() == model.get_config()
 
 
@@ -243,7 +249,7 @@ def test_compiled_model_round_trip_keeps_optimizer_loss_and_metric(tmp_path):
     x, y = (random_ids(rng, 8, 6), random_ids(rng, 8, 5)), random_ids(rng, 8, 5)
     traces = []  # train_step's Python body runs once a trace
     train_step = model.train_step
-    model.train_step = lambda data: traces.append(1) or train_step(data)
+    model.train_step = lambda *args: traces.append(1) or train_step(*args)  # JAX's also takes the state
     model.fit(x, y, epochs=1, verbose=0)
     # Not twice: the optimizer's variables are built before the first trace (Transformer.make_train_function).
     assert len(traces) == 1
@@ -252,10 +258,11 @@ def test_compiled_model_round_trip_keeps_optimizer_loss_and_metric(tmp_path):
     assert int(loaded.optimizer.iterations) == int(model.optimizer.iterations) == 1
     assert isinstance(loaded.optimizer._learning_rate, tft.WarmupSchedule)
     for saved, restored in zip(model.optimizer.variables, loaded.optimizer.variables, strict=True):
-        np.testing.assert_array_equal(restored.numpy(), saved.numpy())  # Adam's moments come back
+        np.testing.assert_array_equal(convert_to_numpy(restored), convert_to_numpy(saved))  # Adam's moments come back
     assert loaded.loss.get_config() == model.loss.get_config()
     logits = loaded(x, training=False)
-    np.testing.assert_allclose(loaded.loss(y, logits), model.loss(y, model(x, training=False)), rtol=1e-6)
+    expected = convert_to_numpy(model.loss(y, model(x, training=False)))
+    np.testing.assert_allclose(convert_to_numpy(loaded.loss(y, logits)), expected, rtol=1e-6)
 
 
 @pytest.fixture(params=["mixed_bfloat16", "mixed_float16"])
@@ -274,24 +281,27 @@ def test_mixed_precision_keeps_softmax_and_loss_in_float32_without_nan(mixed_pol
     source[1] = 0  # a fully padded source row
     target[2] = 0  # a fully padded target row
     logits = model((source, target), training=False)
-    assert logits.dtype == tf.float32 and np.isfinite(logits.numpy()).all()
-    compute = tf.bfloat16 if mixed_policy == "mixed_bfloat16" else tf.float16
+    assert keras.backend.standardize_dtype(logits.dtype) == "float32" and np.isfinite(convert_to_numpy(logits)).all()
+    compute = "bfloat16" if mixed_policy == "mixed_bfloat16" else "float16"
     memory, _ = model.encode(source)
-    assert memory.dtype == compute
+    assert keras.backend.standardize_dtype(memory.dtype) == compute
     _, scores = model.encoder.layers[0].self_attention(
         memory, attention_mask=masking.padding_mask(source), return_attention_scores=True
     )
-    assert scores.dtype == tf.float32 and np.isfinite(scores.numpy()).all()
+    assert keras.backend.standardize_dtype(scores.dtype) == "float32" and np.isfinite(convert_to_numpy(scores)).all()
 
     model.compile(
         optimizer=tft.make_optimizer(config.d_model), loss=tft.MaskedCrossEntropy(0.1), metrics=[tft.MaskedAccuracy()]
     )
     history = model.fit((source, target), target, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
-    assert np.isfinite(model((source, target)).numpy()).all()
+    assert np.isfinite(convert_to_numpy(model((source, target)))).all()
 
 
+@pytest.mark.tensorflow_only  # tf.train.Checkpoint: tft-train's checkpoints are TensorFlow's
 def test_a_tf_checkpoint_of_the_model_holds_every_weight(tmp_path):
+    import tensorflow as tf
+
     # Keras hides list-held sublayers from tf.train.Checkpoint; the stacks keep theirs as attributes.
     model = tft.Transformer(SMALL)
     model.build()
@@ -302,4 +312,4 @@ def test_a_tf_checkpoint_of_the_model_holds_every_weight(tmp_path):
     fresh.build()
     tf.train.Checkpoint(model=fresh).read(path).assert_existing_objects_matched()
     for original, restored in zip(model.weights, fresh.weights, strict=True):
-        np.testing.assert_array_equal(restored.numpy(), original.numpy())
+        np.testing.assert_array_equal(convert_to_numpy(restored), convert_to_numpy(original))

@@ -21,7 +21,8 @@ class MaskedCrossEntropy(keras.losses.Loss):
         loss(y, z) = -sum_k q_k * log_softmax(z)_k
                    = logsumexp(z) - (1 - eps) * z_y - eps * mean(z)
 
-    TensorFlow's fused softmax cross-entropy kernels compute it (with sparse labels when eps is 0).
+    Under the TensorFlow backend its fused softmax cross-entropy kernels compute it (with sparse labels when eps is
+    0); under JAX and PyTorch, `keras.ops`.
 
     Reduction: every token gets the weight `w = (y != pad_id) * sample_weight` (`sample_weight`
     defaults to 1 and, like any Keras mask on `y_pred`, multiplies in). The default reduction
@@ -73,8 +74,11 @@ class MaskedCrossEntropy(keras.losses.Loss):
 
     def call(self, y_true, y_pred):
         """Per-token smoothed cross-entropy, [batch, length] float32, 0 at padding positions."""
-        y_pred = tf.convert_to_tensor(y_pred)
+        y_pred = _to_tensor(y_pred)
         ids = self._ids(y_true, y_pred)
+        if keras.backend.backend() != "tensorflow":
+            losses = _cross_entropy(ids, ops.cast(y_pred, "float32"), self.label_smoothing)
+            return ops.where(ops.not_equal(ids, self.pad_id), losses, 0.0)
         logits = tf.cast(y_pred, tf.float32)
         eps = self.label_smoothing
         # TensorFlow's fused kernels compute the loss and its gradient (softmax - q) in one pass. Picking
@@ -94,10 +98,9 @@ class MaskedCrossEntropy(keras.losses.Loss):
         # Keras' Loss.__call__ would divide by this replica's weight only; this override merges the
         # padding mask into the weights and divides by the replicas' summed weight instead (see above).
         keras_mask = getattr(y_pred, "_keras_mask", None)
-        with tf.name_scope(self.name):
-            # tf, not keras.ops: keras' convert_to_tensor hands a tf.Variable back unchanged.
-            y_pred = tf.convert_to_tensor(y_pred)
-            y_true = tf.convert_to_tensor(y_true)
+        with keras.name_scope(self.name):
+            y_pred = _to_tensor(y_pred)
+            y_true = _to_tensor(y_true)
             losses = self.call(y_true, y_pred)
             weights = ops.cast(ops.not_equal(self._ids(y_true, y_pred), self.pad_id), "float32")
             if keras_mask is not None:
@@ -117,7 +120,7 @@ class MaskedCrossEntropy(keras.losses.Loss):
 
     @staticmethod
     def _ids(y_true, y_pred):
-        ids = tf.convert_to_tensor(y_true)
+        ids = _to_tensor(y_true)
         if len(ids.shape) == len(y_pred.shape) and ids.shape[-1] == 1:
             ids = ops.squeeze(ids, -1)  # [batch, length, 1], as some pipelines emit sparse labels
         return ops.cast(ids, "int32")
@@ -129,6 +132,20 @@ class MaskedCrossEntropy(keras.losses.Loss):
             "name": self.name,
             "reduction": self.reduction,
         }
+
+
+def _to_tensor(value):
+    """A tensor of the backend; under TensorFlow tf's, since keras' convert_to_tensor hands a tf.Variable back."""
+    return tf.convert_to_tensor(value) if keras.backend.backend() == "tensorflow" else ops.convert_to_tensor(value)
+
+
+def _cross_entropy(ids, logits, label_smoothing):
+    """The per-token loss with `keras.ops`, for the backends without TensorFlow's fused kernels."""
+    if not label_smoothing:
+        return ops.sparse_categorical_crossentropy(ids, logits, from_logits=True)
+    vocab_size = ops.shape(logits)[-1]
+    smoothed = ops.one_hot(ids, vocab_size) * (1.0 - label_smoothing) + label_smoothing / vocab_size
+    return ops.categorical_crossentropy(smoothed, logits, from_logits=True)
 
 
 def _broadcast_weights(sample_weight, weights):
@@ -143,7 +160,9 @@ def _broadcast_weights(sample_weight, weights):
 def _scale_for_replicas(value):
     """`value / num_replicas_in_sync` under a `tf.distribute` strategy with several replicas, else `value`: what
     every Keras loss does (Keras' `scale_loss_for_distribution`, not public API), written the same way (a multiply
-    by the reciprocal, not a divide) so that the value is Keras' bit for bit."""
+    by the reciprocal, not a divide) so that the value is Keras' bit for bit. tf.distribute is TensorFlow's."""
+    if keras.backend.backend() != "tensorflow":
+        return value
     replicas = tf.distribute.get_strategy().num_replicas_in_sync
     if replicas > 1:
         value = ops.multiply(value, ops.cast(1.0 / replicas, value.dtype))
@@ -155,6 +174,8 @@ def _weight_per_replica(local_weight):
     # Only inside a replica context (e.g. model.fit's train_step under strategy.run) can the replicas
     # exchange their weights; in cross-replica context one call sees the whole batch, and there Keras'
     # own losses divide by the local count before scaling by 1 / R, so this does the same.
+    if keras.backend.backend() != "tensorflow":
+        return local_weight
     replicas = tf.distribute.get_strategy().num_replicas_in_sync
     context = tf.distribute.get_replica_context()
     if context is None or replicas == 1:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
 from keras import ops
+
+from tf_transformer.training.losses import _to_tensor
 
 
 @keras.saving.register_keras_serializable(package="tf_transformer")
@@ -45,8 +46,8 @@ class MaskedAccuracy(keras.metrics.Metric):
         self.total = self.add_variable(shape=(), initializer="zeros", dtype="float32", name="total")
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        y_pred = tf.convert_to_tensor(y_pred)  # keras' convert_to_tensor keeps a tf.Variable as is
-        ids = tf.convert_to_tensor(y_true)
+        y_pred = _to_tensor(y_pred)
+        ids = _to_tensor(y_true)
         if len(ids.shape) == len(y_pred.shape) and ids.shape[-1] == 1:
             ids = ops.squeeze(ids, -1)
         ids = ops.cast(ids, "int32")
@@ -105,11 +106,11 @@ class TokenCount(keras.metrics.Metric):
         self.count = self.add_variable(shape=(), initializer="zeros", dtype="float32", name="count")
 
     def update_state(self, y_true, y_pred=None, sample_weight=None):
-        tokens = tf.reduce_sum(tf.cast(tf.not_equal(tf.convert_to_tensor(y_true), self.pad_id), tf.float32))
+        tokens = ops.sum(ops.cast(ops.not_equal(_to_tensor(y_true), self.pad_id), "float32"))
         self.count.assign_add(tokens)
 
     def result(self):
-        return tf.identity(self.count)
+        return ops.copy(self.count)  # the value now, not the variable
 
     def reset_state(self):
         self.count.assign(0.0)
