@@ -15,6 +15,15 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # README's model.fit copy task. Their modules import no TensorFlow (test_backend_free_set.py checks it); their few
 # tests of what is TensorFlow's by design are marked tensorflow_only, which the other backends deselect.
 BACKEND_FREE = ("tests/layers", "tests/models")
+# What CI runs of them under each backend. JAX compiles every operation of an eager call anew for each input shape, so
+# the whole set takes it about 3.5 minutes on 2 busy cores, over the suite's 10: CI runs under JAX the layers' NumPy
+# references, the masking invariances and the layers' serialization round trips, and its model.fit, save, load and
+# logits through examples/train_anywhere.py (test_jax.py); the whole set under JAX is one command,
+# `KERAS_BACKEND=jax pytest -n 0 tests/layers tests/models` (docs/python.md).
+IN_CI = {
+    "torch": BACKEND_FREE,
+    "jax": ("tests/layers/test_attention.py", "tests/layers/test_masking.py", "tests/layers/test_layer_contract.py"),
+}
 # A child's whole run: about 1-2 minutes on 2 cores beside the other workers; the limit only stops a hung run.
 TIME_LIMIT_S = 900
 
@@ -53,9 +62,9 @@ def train_anywhere(tmp_path):
 
 
 def run_under_backend(backend):
-    """Runs BACKEND_FREE under `backend`; fails naming the backend and each failed test, or any test it skipped."""
+    """Runs `IN_CI[backend]` under `backend`; fails naming the backend and each failed test, or any test it skipped."""
     env = child_env(backend)
-    command = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-rfEs", "--durations=5", *BACKEND_FREE]
+    command = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-rfEs", "--durations=5", *IN_CI[backend]]
     try:
         result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIME_LIMIT_S)
     except subprocess.TimeoutExpired as error:
