@@ -77,17 +77,7 @@ class JsonConfig:
     @classmethod
     def from_json(cls, text_or_path: Union[str, os.PathLike]):
         """Reads a config from JSON text or from a JSON file."""
-        text = str(text_or_path)
-        if not text.lstrip().startswith("{"):
-            path = pathlib.Path(text_or_path)
-            if not path.is_file():
-                raise ConfigError(f"config file {path} does not exist. Fix: pass a JSON file or a preset name.")
-            text = path.read_text()
-        try:
-            values = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ConfigError(f"config is not valid JSON ({error}). Fix: check the file's syntax.") from None
-        return cls.from_dict(values)
+        return cls.from_dict(read_json(text_or_path))
 
     def replace(self, **changes):
         """A copy with some fields changed, validated again."""
@@ -142,6 +132,20 @@ class JsonConfig:
 
 
 _TYPES = {"int": int, "float": float, "bool": bool, "str": str}
+
+
+def read_json(text_or_path: Union[str, os.PathLike]) -> Any:
+    """The values of JSON text (text that starts with "{") or of a JSON file, as a ConfigError naming the problem."""
+    text = str(text_or_path)
+    if not text.lstrip().startswith("{"):
+        path = pathlib.Path(text_or_path)
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist. Fix: pass a JSON file or a preset name.")
+        text = path.read_text(encoding="utf-8")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"config is not valid JSON ({error}). Fix: check the file's syntax.") from None
 
 
 def unknown_option(name: str, value: Any, options: Sequence[str]) -> str:

@@ -27,7 +27,7 @@ import os
 import pathlib
 from typing import Any, Dict, Mapping, Sequence, Tuple, Union
 
-from tf_transformer.config import ConfigError, JsonConfig, TransformerConfig, preset_or_file
+from tf_transformer.config import ConfigError, JsonConfig, TransformerConfig, preset_or_file, read_json
 from tf_transformer.data.config import DataConfig
 from tf_transformer.decoding.settings import (
     COMMAND_DEFAULTS,
@@ -230,14 +230,7 @@ def _unknown_setting(name: str) -> str:
 
 def _json_object(text_or_path) -> dict:
     """The JSON object of a file (a `pathlib.Path`) or of JSON text, as a ConfigError when it is not one."""
-    if isinstance(text_or_path, pathlib.Path):
-        if not text_or_path.is_file():
-            raise ConfigError(f"config file {text_or_path} does not exist. Fix: pass a JSON file or a preset name.")
-        text_or_path = text_or_path.read_text(encoding="utf-8")
-    try:
-        values = json.loads(text_or_path)
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"config is not valid JSON ({error}). Fix: check the file's syntax.") from None
+    values = read_json(text_or_path)
     if not isinstance(values, dict):
         raise ConfigError(f"a recipe must be a JSON object, got {type(values).__name__}. Fix: check the file.")
     return values
