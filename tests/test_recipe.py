@@ -65,7 +65,9 @@ def test_a_dropout_override_turns_the_dropout_rule_off_unless_it_is_given_too():
 def test_an_unknown_or_bad_setting_is_refused_naming_it(override, message):
     recipe = Recipe().replace(subword_alpha=0.0)  # not checked while sampling is off
     with pytest.raises(ConfigError) as error:
-        recipe.with_overrides([override])
+        # Names, model and decoding values when the recipe is made; training and subword values by the run's configs.
+        changed = recipe.with_overrides([override])
+        TrainConfig(model_dir="runs/m", **changed.training), DataConfig(**changed.data)
     assert message in str(error.value) and "Fix:" in str(error.value)
 
 
@@ -101,12 +103,15 @@ def test_a_flat_config_of_release_0_1_loads_with_each_setting_where_it_lives_now
     assert set(recipe.to_dict()["decoding"]) == set(JSON_SETTINGS)
 
 
-def test_load_with_overrides_checks_the_model_config_once(monkeypatch):
-    # tft-train's --config and --override: the model config is made and checked once, with the overrides applied.
+def test_load_with_overrides_then_the_runs_configs_check_each_config_once(monkeypatch):
+    # tft-train's --config and --override, then the run's configs: each config is made and checked once.
     checks = []
-    original = TransformerConfig.__post_init__
-    monkeypatch.setattr(TransformerConfig, "__post_init__", lambda self: (checks.append(1), original(self))[1])
+    for config in (TransformerConfig, TrainConfig, DataConfig):
+        original = config.__post_init__
+        check = lambda self, original=original: (checks.append(type(self).__name__), original(self))[1]  # noqa: E731
+        monkeypatch.setattr(config, "__post_init__", check)
     recipe = Recipe.load("multi30k", ["d_model=64", "dropout=0.2", "warmup_steps=400", "decode_beam_size=6"])
-    assert len(checks) == 1
+    TrainConfig(model_dir="runs/m", **recipe.training), DataConfig(**recipe.data)
+    assert sorted(checks) == ["DataConfig", "TrainConfig", "TransformerConfig"]
     assert (recipe.model.d_model, recipe.model.dropout, recipe.training["warmup_steps"]) == (64, 0.2, 400)
     assert recipe.training["dropout_by_epochs"] is None and recipe.decoding.beam_size == 6

@@ -61,7 +61,7 @@ _SECTION_KEYS = {
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
-    """A model config and the training, subword and decoding settings that go with it, checked when built.
+    """A model config and the training, subword and decoding settings that go with it.
 
     Attributes:
         model: the `TransformerConfig`.
@@ -73,7 +73,8 @@ class Recipe:
     `DataConfig(..., **recipe.data)`. Frozen: derive variants with `replace` or `with_overrides`.
 
     Raises:
-        ConfigError: an unknown setting (naming the nearest) or a bad value, naming it and the fix.
+        ConfigError: an unknown setting (naming the nearest) or a bad model or decoding value, naming it and the fix;
+            a bad training or subword value is refused, the same way, when a run's TrainConfig or DataConfig is made.
     """
 
     model: TransformerConfig = TransformerConfig()
@@ -82,14 +83,12 @@ class Recipe:
     decoding: DecodingSettings = COMMAND_DEFAULTS
 
     def __post_init__(self):
-        for section in ("training", "data"):
+        # Names are checked here, values by their owners: once a run, when its TrainConfig and DataConfig are made.
+        for section, owner in (("training", TrainConfig), ("data", DataConfig)):
             _check_keys(section, getattr(self, section))
-        # Each value checked by its owner, as a run builds it (a budget plan: an initial dropout needs one, which
-        # the run's own TrainConfig checks); kept as the owner normalised it (1 -> 1.0 for a float).
-        train = TrainConfig(model_dir="recipe", budget_schedule="on", **self.training)
-        object.__setattr__(self, "training", {name: getattr(train, name) for name in TrainConfig.RECIPE_FIELDS})
-        data = DataConfig(**self.data)
-        object.__setattr__(self, "data", {name: getattr(data, name) for name in DataConfig.SUBWORD_FIELDS})
+            defaults = {field.name: field.default for field in dataclasses.fields(owner)}
+            filled = {name: defaults[name] for name in _SECTION_KEYS[section]}
+            object.__setattr__(self, section, {**filled, **getattr(self, section)})
 
     # ----------------------------------------------------------------------------------------- in and out
 
