@@ -15,6 +15,8 @@ import pathlib
 import numpy as np
 import pytest
 
+from tf_transformer.allocator import keep_freed_memory
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # One thread for TensorFlow's ops and one to run them, in the workers and the commands they start (the environment
 # passes on): the suite's three workers (setup.cfg) share two cores, and TensorFlow's default pools (as many threads
@@ -28,6 +30,10 @@ os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 if os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+
+# As the commands do (tf_transformer/allocator.py): malloc keeps what TensorFlow frees instead of unmapping it, which
+# spares the workers most of their page faults. Before anything imports TensorFlow and starts its threads.
+keep_freed_memory()
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -11,7 +11,9 @@ import re
 import sys
 import tempfile
 
-from absl import app, flags
+from absl import app, flags, logging
+
+from tf_transformer.allocator import keep_freed_memory
 
 # Every command has it (adopt_help shows it in each --help).
 _TF_LOG = flags.DEFINE_bool(
@@ -136,10 +138,11 @@ def start_tensorflow(show_log: bool = False) -> None:
 def run_binary(module_name: str, main, *shared_flag_modules: str, check_flags=None, needs_tensorflow=None) -> None:
     """The console command of the binary `module_name`: its --help (`adopt_help`), then absl's `app.run(main)`,
     which parses the flags, runs `check_flags` if given (the checks that need neither TensorFlow nor a model: a bad
-    flag is refused in a second, its error one `error:` line), starts TensorFlow (`start_tensorflow`: quietly unless
-    --tf_log) and calls `main(argv)`, or `main(argv, what check_flags returned)`. --help needs neither TensorFlow
-    nor main, so it is instant when the binary's module imports no TensorFlow. `needs_tensorflow(what check_flags
-    returned)`, if given, may say False: then main runs without TensorFlow (tft-evaluate scoring a file)."""
+    flag is refused in a second, its error one `error:` line), has malloc keep freed memory (`keep_freed_memory`:
+    fewer page faults), starts TensorFlow (`start_tensorflow`: quietly unless --tf_log) and calls `main(argv)`, or
+    `main(argv, what check_flags returned)`. --help needs neither TensorFlow nor main, so it is instant when the
+    binary's module imports no TensorFlow. `needs_tensorflow(what check_flags returned)`, if given, may say False:
+    then main runs without TensorFlow (tft-evaluate scoring a file)."""
     adopt_help(module_name, *shared_flag_modules)
 
     def main_after_tensorflow(argv):
@@ -148,7 +151,10 @@ def run_binary(module_name: str, main, *shared_flag_modules: str, check_flags=No
             with exit_on(FileNotFoundError, FileExistsError, ValueError):  # ConfigError is a ValueError
                 arguments.append(check_flags())
         if needs_tensorflow is None or needs_tensorflow(*arguments[1:]):
+            memory = keep_freed_memory()  # before TensorFlow's threads take arenas of their own
             start_tensorflow(show_log=_TF_LOG.value)
+            if memory:
+                logging.info("Memory: %s.", memory)
         return main(*arguments)
 
     app.run(main_after_tensorflow)
