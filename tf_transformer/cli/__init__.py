@@ -6,12 +6,13 @@ a library must not do (tests/tools/test_console_commands.py checks that nothing 
 """
 
 import contextlib
+import logging as pylogging
 import os
 import re
 import sys
 import tempfile
 
-from absl import app, flags, logging
+from absl import app, flags
 
 from tf_transformer.allocator import keep_freed_memory
 
@@ -154,7 +155,7 @@ def run_binary(module_name: str, main, *shared_flag_modules: str, check_flags=No
             memory = keep_freed_memory()  # before TensorFlow's threads take arenas of their own
             start_tensorflow(show_log=_TF_LOG.value)
             if memory:
-                logging.info("Memory: %s.", memory)
+                pylogging.getLogger("tf_transformer").info("Memory: %s.", memory)  # beside the Precision line
         return main(*arguments)
 
     app.run(main_after_tensorflow)
