@@ -223,7 +223,7 @@ def translate_with_ctranslate2(path: pathlib.Path) -> None:
             batch, beam_size=work["beam_size"], length_penalty=work["length_penalty"], max_batch_size=64,
             no_repeat_ngram_size=work["no_repeat_ngram_size"], max_decoding_length=cap,
         )  # fmt: skip
-        for index, result in zip(indices, results):
+        for index, result in zip(indices, results, strict=True):
             outputs[index] = [ids[token] for token in result.hypotheses[0]]
     seconds = time.perf_counter() - start
     (output_dir / f"ct2_{work['compute_type']}_ids.json").write_text(json.dumps(outputs))

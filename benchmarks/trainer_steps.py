@@ -70,8 +70,8 @@ def main(argv=None):
     import tf_transformer as tft
     from tf_transformer import data as data_lib
     from tf_transformer.data.vocab import TOKENIZER_JSON
-    from tf_transformer.training.metrics import MaskedAccuracy, TokenCount
     from tf_transformer.training.losses import MaskedCrossEntropy
+    from tf_transformer.training.metrics import MaskedAccuracy, TokenCount
     from tf_transformer.training.optimizer import make_optimizer
     from tf_transformer.training.precision import resolve_precision
 
