@@ -1,13 +1,13 @@
 """How the commands' process allocates memory: glibc's malloc keeps what TensorFlow frees, for the next step.
 
-TensorFlow's CPU kernels take their output buffers from malloc, and each training step of the README's model frees
-and takes again buffers of up to a hundred megabytes (the logits and their softmax, the output projection's
-gradients). By default glibc serves an allocation above its mmap threshold (at most 32 MiB), or one too big for a
-thread's arena (64 MiB heaps), with a fresh `mmap` and gives it back with `munmap` when freed: every step then writes
-to fresh pages, one minor page fault of the kernel's for each 4 KiB. On 2 AVX-512 BF16 cores the README's command
-took 4.7 million faults and 15 s of system time for 200 steps, over 13% of its CPU (benchmarks/NOTES.md, "Page
-faults"). `keep_freed_memory` has malloc serve every thread from its main heap, never by `mmap`, and keep the heap's
-freed top: the buffers are reused, and the same 200 steps took 0.4 million faults and 6.5 s.
+Buffers that TensorFlow's CPU kernels take from malloc directly (outside TensorFlow's own allocator: Eigen's
+temporaries, oneDNN's) are freed and taken again on every training step. `tf.distribute`'s input iterator sets
+glibc's trim threshold, which turns its adaptive mmap threshold off, so each of those over 128 KiB, and each too big
+for a thread's 64 MiB arena, is a fresh `mmap`, given back by `munmap` when freed: every step writes to fresh pages,
+one minor page fault for each 4 KiB. 200 steps of the README's command on 2 AVX-512 BF16 cores took 4.7 million
+faults and 21 s of system time, 18% of the CPU (benchmarks/NOTES.md, entry 28). `keep_freed_memory` has malloc
+serve every thread from its main heap, never by `mmap`, and keep the heap's freed top: the buffers are reused, and
+the same 200 steps took 0.4 million faults and 10 s, with a lower peak RSS than glibc's one arena per thread.
 
 The price is that the process keeps its peak heap until it exits, as TensorFlow's own GPU allocator does; the
 commands reach that peak on their first steps anyway. Library users who want the same in their own scripts call
