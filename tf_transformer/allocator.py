@@ -36,7 +36,8 @@ def keep_freed_memory() -> Optional[str]:
     malloc settings (`MALLOC_*`, `GLIBC_TUNABLES` with `glibc.malloc`): the user chose.
 
     Returns:
-        What was done, for the command's log line, e.g. "glibc malloc keeps freed memory (one arena, no mmap)".
+        What was done, for the command's log line ("glibc malloc keeps freed memory for reuse (one arena, no
+        mmap, no trim)"), or None where nothing was done.
     """
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return None

@@ -177,6 +177,10 @@ def test_the_schedule_warms_up_to_the_rate_the_source_ended_at(source_dir):
     np.testing.assert_allclose(rate(longer, 50), ended, rtol=1e-5)
     assert longer.model.dropout == 0.2 and longer.model.d_model == SOURCE_MODEL.d_model
     assert fine_tuning.fine_tuning_recipe(source, ["learning_rate_scale=0.5"]).training["learning_rate_scale"] == 0.5
+    # A bad warmup is refused by the run's TrainConfig, which names it, not by arithmetic on it in between.
+    for bad in ("warmup_steps=many", "warmup_steps=-5"):
+        with pytest.raises(ConfigError, match="warmup_steps"):
+            TrainConfig(model_dir="runs/ft", **fine_tuning.fine_tuning_recipe(source, [bad]).training)
 
 
 def test_init_from_takes_a_checkpoint_prefix_or_an_average(source_dir):

@@ -174,8 +174,10 @@ def fine_tuning_recipe(source: InitSource, overrides: Sequence[str] = ()) -> Rec
     recipe = source.recipe.with_overrides(overrides)
     if "warmup_steps" not in given:
         recipe = recipe.replace(warmup_steps=FINE_TUNING_WARMUP_STEPS)
-    if "learning_rate_scale" not in given:
-        scale = source.final_learning_rate() * math.sqrt(recipe.model.d_model * recipe.training["warmup_steps"])
+    warmup_steps = recipe.training["warmup_steps"]
+    # A bad warmup_steps override is left to the run's TrainConfig, which refuses it naming the fix.
+    if "learning_rate_scale" not in given and isinstance(warmup_steps, int) and warmup_steps > 0:
+        scale = source.final_learning_rate() * math.sqrt(recipe.model.d_model * warmup_steps)
         recipe = recipe.replace(learning_rate_scale=float(f"{scale:.6g}"))  # a readable number in train_config.json
     return recipe
 
