@@ -71,9 +71,14 @@ def test_invalid_fields_name_the_field_and_the_fix(changes, field, fix):
     ],
 )
 def test_invalid_training_and_subword_settings_name_the_field_and_the_fix(owner, changes, field, fix):
-    # Release 0.1 kept them in the model config; their owners check them now.
+    # Release 0.1 kept them in the model config; their owners check them now, also those a recipe carries (once a
+    # run, when its configs are made from the recipe's values).
+    def from_recipe():
+        recipe = Recipe().replace(**changes)
+        TrainConfig(model_dir="run", **recipe.training), DataConfig(**recipe.data)
+
     for build in ((lambda: TrainConfig(model_dir="run", **changes)) if owner == "training" else
-                  (lambda: DataConfig(**changes)), lambda: Recipe().replace(**changes)):  # fmt: skip
+                  (lambda: DataConfig(**changes)), from_recipe):  # fmt: skip
         with pytest.raises(ConfigError) as error:
             build()
         message = str(error.value)
