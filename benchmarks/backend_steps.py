@@ -16,13 +16,14 @@ include tracing and compiling), the target tokens a second, and each round's fig
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import pathlib
 import statistics
 import subprocess
 import sys
+
+from bench_harness import load_common
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BACKENDS = {"tensorflow": ("tensorflow", False), "tensorflow-xla": ("tensorflow", True), "jax": ("jax", True),
@@ -107,17 +108,6 @@ def time_steps(bench_dir: str, name: str) -> dict:
     return {"backend": keras.backend.backend(), "jit_compile": BACKENDS[name][1], "first_step_s": round(first, 2),
             "step_ms": timed["median_s"] * 1000, "iqr_pct": timed["iqr_pct"], "tokens": common.train_tokens_per_step(),
             "peak_rss_mb": round(common.peak_rss_mb())}  # fmt: skip
-
-
-def load_common(bench_dir: str):
-    """The harness's `common.py` (the workload's sizes and its timing protocol)."""
-    path = pathlib.Path(bench_dir) / "common.py"
-    if not path.is_file():
-        sys.exit(f"error: {path} not found. Fix: pass --bench_dir, the folder of the peer harness (../shared/bench).")
-    spec = importlib.util.spec_from_file_location("bench_common", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 if __name__ == "__main__":

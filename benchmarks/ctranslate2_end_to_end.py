@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import gzip
 import json
 import os
 import pathlib
@@ -74,7 +73,8 @@ def convert(model_dir, sentences, output_dir: pathlib.Path, average_last=None) -
     import numpy as np
 
     from tf_transformer.checkpoints import load_translation_model
-    from tf_transformer.decoding.settings import recorded_settings
+    from tf_transformer.data.source_ids import truncate_source
+    from tf_transformer.decoding.settings import parse_max_decode_length, recorded_settings
     from tf_transformer.layers.position import sinusoidal_table
 
     decoding = recorded_settings(pathlib.Path(model_dir)) or {}
@@ -87,14 +87,15 @@ def convert(model_dir, sentences, output_dir: pathlib.Path, average_last=None) -
     np.savez(output_dir / "ct2_weights.npz", **ct2_variables(weights, config))
     np.save(output_dir / "position_table.npy", sinusoidal_table(config.max_length, config.d_model).astype(np.float32))
     tokens = tokenizer.tokenize(sentences)
-    limit = config.max_length - 1  # tf_transformer.data.source_ids: the first max_length - 1 tokens, then EOS
-    source_ids = [[*map(int, row[:limit]), config.eos_id] for row in tokens.to_list()]
+    source_ids = [truncate_source(row, config.max_length, config.eos_id).tolist() for row in tokens.to_list()]
     names = [NAME.format(i) for i in range(config.vocab_size)]
     unk_id = 3  # ids 0-3: padding, BOS, EOS, unknown (Tokenizer.special_tokens)
     for token_id, name in ((config.bos_id, "<s>"), (config.eos_id, "</s>"), (unk_id, "<unk>")):
         names[token_id] = name
-    ratio, extra = parse_cap(decoding.get("max_decode_length", "1.5x+10"))
-    caps = [min(int(ratio * len(ids)) + extra, config.max_length) for ids in source_ids]
+    cap = parse_max_decode_length(decoding.get("max_decode_length", "1.5x+10"))
+    caps = [
+        min(cap.max_decode_length or int(cap.ratio * len(ids)) + cap.extra, config.max_length) for ids in source_ids
+    ]
     work = {
         "vocabulary": names, "source_ids": source_ids, "caps": caps, "num_heads": config.num_heads,
         "layers": [config.num_encoder_layers, config.num_decoder_layers], "epsilon": config.layer_norm_epsilon,
@@ -142,12 +143,6 @@ def ct2_variables(weights: dict, config) -> dict:
             norm(f"{theirs}/ffn/layer_norm", f"{ours}/feed_forward_norm")
         norm(f"{side}/layer_norm", f"transformer/{side}/final_norm")
     return out
-
-
-def parse_cap(text) -> tuple:
-    """(A, B) of decoding.json's "Ax+B" length cap."""
-    ratio, _, extra = str(text).partition("x+")
-    return float(ratio), int(extra)
 
 
 def run_tft_translate(args, output_dir: pathlib.Path) -> dict:
@@ -256,9 +251,9 @@ def score(args, output_dir: pathlib.Path, results: dict) -> dict:
 
 
 def read_lines(path) -> list:
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as file:
-        return file.read().splitlines()
+    from tf_transformer.data.text_files import read_lines as lines_of
+
+    return list(lines_of(path))
 
 
 if __name__ == "__main__":

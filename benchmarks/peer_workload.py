@@ -20,11 +20,11 @@ earlier EOS and `max_decode_length=24` ends every sentence at 24 tokens.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import pathlib
-import sys
 import tempfile
+
+from bench_harness import load_common
 
 from tf_transformer.decoding import DecodingSettings
 
@@ -32,17 +32,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 _LOADED = []
-
-
-def load_common(bench_dir):
-    """The harness's `common.py` (workload constants, timing, the result writer)."""
-    path = pathlib.Path(bench_dir) / "common.py"
-    if not path.is_file():
-        sys.exit(f"error: {path} not found. Fix: pass --bench_dir, the folder of the peer harness (../shared/bench).")
-    spec = importlib.util.spec_from_file_location("bench_common", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def parse_args():

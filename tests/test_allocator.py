@@ -1,6 +1,7 @@
 """tf_transformer/allocator.py: with `keep_freed_memory`, a freed buffer is reused without new page faults."""
 
 import os
+import platform
 import subprocess
 import sys
 
@@ -32,7 +33,7 @@ def _faults_after_the_first_round(**environment) -> tuple:
     return int(done.stdout), done.stderr.strip()
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc is Linux's")
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="it sets glibc's malloc, no other")
 def test_a_freed_buffer_is_reused_without_page_faults_unless_the_environment_sets_malloc():
     faults, said = _faults_after_the_first_round()
     assert said.startswith("glibc malloc keeps freed memory") and faults < 3 * 16384 // 20, (faults, said)
