@@ -74,8 +74,9 @@ def small_corpus(multi30k_dir, tmp_path_factory):
 # as workers free up, so a long file collected last leaves one worker running alone at the end; longest first
 # balances the workers.
 _LONGEST_FIRST = (
-    # tests/layers and tests/models in a child pytest under JAX (about 3.5 minutes on 2 busy cores: JAX compiles each
-    # operation of an eager call for each new shape) and PyTorch (40 s), with examples/train_anywhere.py (30 s each).
+    # tests/layers and tests/models in a child pytest under JAX (about 2.5 minutes alone, 4 on 2 busy cores: JAX
+    # compiles each operation of an eager call for each new shape) and PyTorch (40-90 s), with
+    # examples/train_anywhere.py (30-60 s each).
     "tests/backends/test_jax.py",
     "tests/backends/test_torch.py",
     "tests/tools/test_translate_tools.py",
