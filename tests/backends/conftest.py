@@ -19,7 +19,7 @@ BACKEND_FREE = ("tests/layers", "tests/models")
 # each input shape (about 40 ms an operation on these cores), so the whole set takes it about 4 minutes on 2 cores,
 # over what the suite's 10 minutes leave. CI runs under JAX what issue 57 lists: every layer against its NumPy
 # reference and its padding and look-ahead invariances, the model's invariances and encode / init_cache / decode
-# against its full pass, the serialization round trips and the README's copy task (about 2.3 minutes alone). It
+# against its full pass, the serialization round trips and the README's copy task (about 2.5 minutes alone). It
 # leaves to PyTorch's run, which runs the whole set: the paper's parameter counts (arithmetic of shapes), the
 # model's mixed-precision fits and its compiled round trip (Keras' optimizer state), the quantized-sublayer
 # plumbing (int8 is TensorFlow's fast path), the classifier and the attention-weights view. The whole set under JAX
@@ -34,7 +34,7 @@ JAX_IN_CI = (
     " or compiled_model_round_trip)",
 )  # fmt: skip
 IN_CI = {"torch": BACKEND_FREE, "jax": JAX_IN_CI}
-# A child's whole run: about 1-2 minutes on 2 cores beside the other workers; the limit only stops a hung run.
+# A child's whole run: 1.5-4.5 minutes on 2 cores beside the other workers; the limit only stops a hung run.
 TIME_LIMIT_S = 900
 
 
