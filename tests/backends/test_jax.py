@@ -1,5 +1,5 @@
-"""The layer tests of conftest.IN_CI pass under Keras' JAX backend, and a model trained under it serves from
-TensorFlow (tests/backends/conftest.py)."""
+"""The layer and model tests of conftest.IN_CI pass under Keras' JAX backend, and a model trained under it serves
+from TensorFlow (tests/backends/conftest.py)."""
 
 
 def test_the_backend_free_tests_pass_under_jax(run_backend_free_tests):
