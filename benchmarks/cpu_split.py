@@ -40,13 +40,14 @@ def main(argv=None):
 
 
 def run_sampled(command):
-    """Runs `command` with its stderr in a file (echoed after); returns the samples (seconds since the start, user
-    s, system s, minor faults), its stderr and its exit status."""
+    """Runs `command` with its stdout on this script's stderr (stdout holds only the JSON) and its stderr in a file
+    (echoed after); returns the samples (seconds since the start, user s, system s, minor faults), its stderr and its
+    exit status."""
     ticks = os.sysconf("SC_CLK_TCK")
     samples = []
     with tempfile.TemporaryFile(mode="w+") as stderr:
         started = time.monotonic()
-        process = subprocess.Popen(command, stderr=stderr)
+        process = subprocess.Popen(command, stdout=sys.stderr, stderr=stderr)
         while process.poll() is None:
             try:
                 with open(f"/proc/{process.pid}/stat") as stat:

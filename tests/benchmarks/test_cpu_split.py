@@ -7,9 +7,10 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "cpu_split.py"
-# Logs tft-train's first-step line, then spins for 3 s in user code and sleeps for 1 s.
+# Prints a line, logs tft-train's first-step line, then spins for 3 s in user code and sleeps for 1 s.
 BUSY_THEN_IDLE = (
     "import sys, time\n"
+    "print('the command prints to stdout too')\n"
     "print('First step (step 1) done 0.1 s after the start', file=sys.stderr, flush=True)\n"
     "end = time.monotonic() + 3\n"
     "while time.monotonic() < end: sum(range(1000))\n"
@@ -29,7 +30,7 @@ def test_counts_the_window_after_the_first_step_and_passes_the_exit_status_on():
     assert 0 <= start <= 1.5 and end >= 3
     # A busy loop, on a machine the suite's other workers share: user time, little system time, at most one core.
     assert summary["user_s"] > 0.1 and summary["system_share"] < 0.5 and 0 < summary["cores_busy"] <= 1.05
-    assert "First step (step 1)" in result.stderr
+    assert "First step (step 1)" in result.stderr and "the command prints to stdout too" in result.stderr
 
 
 def test_a_command_too_short_for_its_window_says_so():
