@@ -62,6 +62,8 @@ def test_the_readmes_copy_task_copies_held_out_sources(trained):
     namespace, _ = trained
     sources = held_out_sources(namespace)
     copies = greedy_by_full_passes(namespace["model"], sources)
+    # Measured on 2 AVX2-only cores with the suite's one thread, seed 0 (2026-12-05): 3 epochs copied 0.80 (oneDNN
+    # off) and 0.88 (on), so the README trains 4, which copied 0.94 and 0.96 (seed 2: 0.98).
     assert (copies == sources).all(-1).mean() >= 0.9, (sources[:3], copies[:3])
 
 

@@ -38,9 +38,11 @@ def check_flag_value(quantize: str) -> None:
 def apply(quantize: str) -> str:
     """Resolves --mixed_precision (with --quantize's value `quantize`), logs the policy and why in one line (as
     tft-train does), and sets it as Keras' global dtype policy, under which `load_translation_model` builds the
-    model. Returns the policy."""
+    model; a second line says that the command runs in graph mode and why (`xla_batches.COMMAND_PATH`). Returns
+    the policy."""
     import keras
 
+    from tf_transformer.decoding.xla_batches import COMMAND_PATH
     from tf_transformer.training.precision import resolve_precision
 
     check_flag_value(quantize)
@@ -48,6 +50,8 @@ def apply(quantize: str) -> str:
         policy, reason = FLOAT32, f"auto: --quantize={quantize} weights compute in float32"
     else:
         policy, reason = resolve_precision(MIXED_PRECISION.value)
-    logging.getLogger("tf_transformer").info("Precision: %s (%s)", policy, reason)
+    logger = logging.getLogger("tf_transformer")
+    logger.info("Precision: %s (%s)", policy, reason)
+    logger.info("Path: %s", COMMAND_PATH)
     keras.config.set_dtype_policy(policy)
     return policy

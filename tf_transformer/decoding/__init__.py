@@ -56,11 +56,12 @@ _LAZY = {
     "translate": "tf_transformer.decoding.translation",
     "translate_texts": "tf_transformer.decoding.text",
     "trim_padding": "tf_transformer.decoding.translation",
+    "XlaTextTranslator": "tf_transformer.decoding.xla_batches",
 }
 __getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 __all__ = [
     "COMMAND_DEFAULTS", "DecodableModel", "DecodeResult", "DecodingSettings", "METHODS", "PAPER", "PairScore",
     "ScoreResult", "TextScorer", "TextTranslator", "align_ids", "beam_search", "greedy_decode", "sample_decode",
-    "score_ids", "score_texts", "translate", "translate_texts", "trim_padding",
+    "score_ids", "score_texts", "translate", "translate_texts", "trim_padding", "XlaTextTranslator",
 ]  # fmt: skip

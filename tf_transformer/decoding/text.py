@@ -34,8 +34,9 @@ class TextTranslator:
     Args: `model`, `tokenizer`, `settings`, `batch_tokens` as in `translate_texts`; `with_alignments`: also give
     each hypothesis its word alignment (`tf_transformer.decoding.alignment`: one teacher-forced pass over the
     output, the cross-attention of `alignment_layer`, default the penultimate decoder layer, averaged over its
-    heads). Call it as `translator(sentences, progress=None, target_prefixes=None)`; `progress(done, total)`
-    (sentences) is called after each batch. With alignments, each hypothesis is a `(text, score, links)` triple:
+    heads). `XlaTextTranslator` (`tf_transformer.decoding.xla_batches`) is the same under XLA. Call it as
+    `translator(sentences, progress=None, target_prefixes=None)`; `progress(done, total)` (sentences) is called
+    after each batch. With alignments, each hypothesis is a `(text, score, links)` triple:
     `(i, j)` links of source word i (of `sentence.split()`) to target word j (of `text.split()`), one per target
     word, in target order (`[]` for an empty sentence); `alignment.format_alignment` writes them as `i-j ...`.
 
@@ -74,8 +75,8 @@ class TextTranslator:
 
         spec = tf.TensorSpec([None, None], tf.int32)
         self.decode = tf.function(decode, input_signature=[spec], autograph=False)
-        self.decode.get_concrete_function()  # trace now: a model that cannot decode fails here, not mid-input
         self.decode_with_prefix = tf.function(decode, input_signature=[spec, spec], autograph=False)
+        self._trace_decoder()
         self.align = None
         if with_alignments:
             alignment.alignment_layer(model.config.num_decoder_layers, alignment_layer)  # a bad layer fails here
@@ -106,20 +107,15 @@ class TextTranslator:
             source_ids = np.zeros((len(batch), width), np.int32)
             for row, index in enumerate(batch):
                 source_ids[row, : len(sources[index])] = sources[index]
-            prefix_ids = prefix_batch(prefixes, batch)
-            if prefix_ids is None:
-                ids, scores = self.decode(tf.constant(source_ids))
-            else:
-                ids, scores = self.decode_with_prefix(tf.constant(source_ids), tf.constant(prefix_ids))
-            texts = self.tokenizer.detokenize(tf.reshape(ids, [-1, tf.shape(ids)[-1]])).numpy()
+            ids, scores = self._decode_batch(source_ids, prefix_batch(prefixes, batch))
+            texts = self.tokenizer.detokenize(tf.constant(ids.reshape(-1, ids.shape[-1]))).numpy()
             texts = texts.reshape(len(batch), self.n_best)
-            scores = scores.numpy()
             results = [
                 [(texts[row, k].decode("utf-8", errors="replace"), float(scores[row, k])) for k in range(self.n_best)]
                 for row in range(len(batch))
             ]
             if self.align is not None:
-                links = self._word_alignments(source_ids, ids.numpy(), [source_words[index] for index in batch])
+                links = self._word_alignments(source_ids, ids, [source_words[index] for index in batch])
                 results = [
                     [hypothesis + (links[row * self.n_best + k],) for k, hypothesis in enumerate(hypotheses)]
                     for row, hypotheses in enumerate(results)
@@ -129,6 +125,18 @@ class TextTranslator:
         lengths = [len(source) for source in sources]
         empty = ("", 0.0) if self.align is None else ("", 0.0, [])
         return translate_in_batches(lengths, self.n_best, self.batch_tokens, translate_batch, progress, empty)
+
+    def _trace_decoder(self):
+        """Traces the decoder now: a model that cannot decode fails when the translator is made, not mid-input."""
+        self.decode.get_concrete_function()
+
+    def _decode_batch(self, source_ids: np.ndarray, prefix_ids: Optional[np.ndarray]):
+        """NumPy `(ids [batch, n_best, T], scores [batch, n_best])` of one batch (prefix ids or None)."""
+        if prefix_ids is None:
+            ids, scores = self.decode(tf.constant(source_ids))
+        else:
+            ids, scores = self.decode_with_prefix(tf.constant(source_ids), tf.constant(prefix_ids))
+        return ids.numpy(), scores.numpy()
 
     def _word_alignments(self, source_ids: np.ndarray, ids: np.ndarray, source_words: List[np.ndarray]):
         """Word links of each hypothesis, `[batch * n_best]` lists (`alignment.word_alignment`), from one
