@@ -27,7 +27,7 @@ from tf_transformer.decoding.translation import translate
 # What the commands that load a model (tft-translate, tft-evaluate, tft-score, tft-export, ...) log of their path.
 COMMAND_PATH = (
     "graph mode, not XLA (XLA compiles each new batch shape for seconds and decodes a file's large batches no "
-    "faster; TensorFlow Serving runs no XLA by default: benchmarks/NOTES.md entry 32)"
+    "faster: benchmarks/NOTES.md entry 32; TensorFlow Serving runs no XLA by default: docs/serving.md)"
 )
 
 # Source and prefix widths are padded up to a multiple of this: sentences of 1-8 pieces share one program, and
@@ -39,7 +39,8 @@ class XlaTextTranslator(TextTranslator):
     """A `TextTranslator` (the same arguments, call and results) whose batches `BucketedXlaDecoder` decodes under
     XLA. For a service translating a sentence or a few a call, where shapes come back: once a shape is compiled
     (seconds), a call is faster than in graph mode (benchmarks/NOTES.md entry 32); not for files, whose large
-    batches of ever new shapes cost more to compile than XLA saves.
+    batches of ever new shapes cost more to compile than XLA saves. With `method="sample"` the samples differ from
+    graph mode's (XLA's random stream; reproducible for a given seed and padded shape).
 
     Attributes: those of `TextTranslator` (its graph-mode `decode` and `decode_with_prefix` unused) and `xla`, the
     `BucketedXlaDecoder` (`xla.shapes`: the padded shapes compiled so far).
