@@ -28,11 +28,11 @@ def test_xla_translates_as_the_graph_does_from_bucketed_shapes(one_layer_model, 
     graph = TextTranslator(one_layer_model, tokenizer, settings)
     xla = XlaTextTranslator(one_layer_model, tokenizer, settings)
     check_same(xla(SENTENCES, target_prefixes=PREFIXES), graph(SENTENCES, target_prefixes=PREFIXES))
-    assert xla.xla.shapes == {(4, WIDTH_STEP, WIDTH_STEP)}  # rows, source width, prefix width
+    assert xla.shapes == {(4, WIDTH_STEP, WIDTH_STEP)}  # rows, source width, prefix width
     # A service's calls of one sentence each: every sentence of up to 7 pieces (and its EOS) runs one program.
     for sentence in ["a b", "c d e f g h i"]:
         check_same(xla([sentence]), graph([sentence]))
-    assert xla.xla.shapes == {(4, WIDTH_STEP, WIDTH_STEP), (1, WIDTH_STEP)}
+    assert xla.shapes == {(4, WIDTH_STEP, WIDTH_STEP), (1, WIDTH_STEP)}
 
 
 def check_same(got, expected):

@@ -49,6 +49,9 @@ class TextTranslator:
             None.
     """
 
+    # Whether `decode` and `decode_with_prefix` compile under XLA (fixed-size caches); `XlaTextTranslator` sets it.
+    jit_compile = False
+
     def __init__(
         self,
         model,
@@ -70,13 +73,18 @@ class TextTranslator:
         self.max_source_tokens = source_token_limit(model.config.max_length)
 
         def decode(source_ids, target_prefix_ids=None):
-            result = translate(model, source_ids, settings, target_prefix_ids=target_prefix_ids)
+            result = translate(
+                model, source_ids, settings, jit_compile=self.jit_compile, target_prefix_ids=target_prefix_ids
+            )
             return result.ids, result.scores
 
         spec = tf.TensorSpec([None, None], tf.int32)
-        self.decode = tf.function(decode, input_signature=[spec], autograph=False)
-        self.decode_with_prefix = tf.function(decode, input_signature=[spec, spec], autograph=False)
-        self._trace_decoder()
+        self.decode = tf.function(decode, input_signature=[spec], autograph=False, jit_compile=self.jit_compile)
+        self.decode_with_prefix = tf.function(
+            decode, input_signature=[spec, spec], autograph=False, jit_compile=self.jit_compile
+        )
+        # Traced (under XLA not yet compiled) now: a model that cannot decode fails here, not mid-input.
+        self.decode.get_concrete_function()
         self.align = None
         if with_alignments:
             alignment.alignment_layer(model.config.num_decoder_layers, alignment_layer)  # a bad layer fails here
@@ -125,10 +133,6 @@ class TextTranslator:
         lengths = [len(source) for source in sources]
         empty = ("", 0.0) if self.align is None else ("", 0.0, [])
         return translate_in_batches(lengths, self.n_best, self.batch_tokens, translate_batch, progress, empty)
-
-    def _trace_decoder(self):
-        """Traces the decoder now: a model that cannot decode fails when the translator is made, not mid-input."""
-        self.decode.get_concrete_function()
 
     def _decode_batch(self, source_ids: np.ndarray, prefix_ids: Optional[np.ndarray]):
         """NumPy `(ids [batch, n_best, T], scores [batch, n_best])` of one batch (prefix ids or None)."""

@@ -2,11 +2,11 @@
 
 XLA compiles one program per input shape (seconds each on a CPU), and the batches of a text input differ in
 rows and source width from one to the next, so a `tf.function(jit_compile=True)` fed them directly compiles
-for nearly every batch. `XlaTextTranslator` (a `TextTranslator` under XLA) decodes with a `BucketedXlaDecoder`,
-which pads the rows up to a power of two and the source (and target prefix) width up to a multiple of
-`WIDTH_STEP`, so repeated calls (a service translating a sentence or a few a request) reuse a handful of programs. Padding changes no output: padded source positions are masked, each
-row's length cap counts its own non-padding ids (`constraints.plan_lengths`), and the extra rows repeat the
-first one and are dropped.
+for nearly every batch. `XlaTextTranslator` (a `TextTranslator` whose decoder compiles under XLA) pads each
+batch's rows up to a power of two and its source (and target prefix) width up to a multiple of `WIDTH_STEP`, so
+repeated calls (a service translating a sentence or a few a request) reuse a handful of programs. Padding changes
+no output: padded source positions are masked, each row's length cap counts its own non-padding ids
+(`constraints.plan_lengths`), and the extra rows repeat the first one and are dropped.
 
 Where this pays is measured, not assumed (benchmarks/NOTES.md, entry 32): per call XLA decodes small batches
 faster than graph mode, but a command translating a file meets a new shape every few batches and spends more
@@ -15,14 +15,11 @@ compiling than it saves, so the commands decode in graph mode (`COMMAND_PATH`, t
 
 from __future__ import annotations
 
-from typing import Optional, Set, Tuple
+from typing import Optional
 
 import numpy as np
-import tensorflow as tf
 
-from tf_transformer.decoding.settings import DecodingSettings
 from tf_transformer.decoding.text import TextTranslator
-from tf_transformer.decoding.translation import translate
 
 # What the commands that load a model (tft-translate, tft-evaluate, tft-score, tft-export, ...) log of their path.
 COMMAND_PATH = (
@@ -36,14 +33,15 @@ WIDTH_STEP = 8
 
 
 class XlaTextTranslator(TextTranslator):
-    """A `TextTranslator` (the same arguments, call and results) whose batches `BucketedXlaDecoder` decodes under
-    XLA. For a service translating a sentence or a few a call, where shapes come back: once a shape is compiled
-    (seconds), a call is faster than in graph mode (benchmarks/NOTES.md entry 32); not for files, whose large
-    batches of ever new shapes cost more to compile than XLA saves. With `method="sample"` the samples differ from
-    graph mode's (XLA's random stream; reproducible for a given seed and padded shape).
+    """A `TextTranslator` (the same arguments, call and results) whose `decode` and `decode_with_prefix` compile
+    under XLA, each batch padded to a bucketed shape first (see the module). For a service translating a sentence
+    or a few a call, where shapes come back: once a shape is compiled (seconds), a call is faster than in graph
+    mode (benchmarks/NOTES.md entry 32); not for files, whose large batches of ever new shapes cost more to compile
+    than XLA saves. With `method="sample"` the samples differ from graph mode's (XLA's random stream; reproducible
+    for a given seed and padded shape).
 
-    Attributes: those of `TextTranslator` (its graph-mode `decode` and `decode_with_prefix` unused) and `xla`, the
-    `BucketedXlaDecoder` (`xla.shapes`: the padded shapes compiled so far).
+    Attributes: those of `TextTranslator`, and `shapes`: the padded shapes decoded so far, one XLA program each
+    (rows and source width, and the prefix width for calls with prefixes).
 
     Example:
 
@@ -51,48 +49,20 @@ class XlaTextTranslator(TextTranslator):
         translator(["A dog runs."])  # compiles the shape of 1 sentence of up to 7 pieces, then reuses it
     """
 
-    def _trace_decoder(self):
-        self.xla = BucketedXlaDecoder(self.model, self.settings)
+    jit_compile = True
+
+    def __init__(self, *args, **kwargs):
+        self.shapes = set()
+        super().__init__(*args, **kwargs)
 
     def _decode_batch(self, source_ids: np.ndarray, prefix_ids: Optional[np.ndarray]):
-        return self.xla(source_ids, prefix_ids)
-
-
-class BucketedXlaDecoder:
-    """`model` decoding with `settings` under XLA, each batch padded to a bucketed shape (see the module).
-
-    Call it as `decoder(source_ids, target_prefix_ids=None)` with int32 NumPy arrays `[batch, source_len]`
-    (0-padded) and `[batch, prefix_len]` or None; it returns NumPy `(ids [batch, n_best, T], scores
-    [batch, n_best])`, the `translate` convention, T being the padded batch's buffer width (trailing columns
-    0). `shapes` holds the padded shapes compiled so far, one XLA program each.
-    """
-
-    def __init__(self, model, settings: DecodingSettings):
-        self.model = model
-        self.settings = settings
-        self.shapes: Set[Tuple] = set()
-
-        def decode(source_ids, target_prefix_ids=None):
-            result = translate(model, source_ids, settings, jit_compile=True, target_prefix_ids=target_prefix_ids)
-            return result.ids, result.scores
-
-        spec = tf.TensorSpec([None, None], tf.int32)
-        self._decode = tf.function(decode, input_signature=[spec], autograph=False, jit_compile=True)
-        self._decode_with_prefix = tf.function(decode, input_signature=[spec, spec], autograph=False, jit_compile=True)
-        self._decode.get_concrete_function()  # traced (not compiled) now: a model that cannot decode fails here
-
-    def __call__(self, source_ids: np.ndarray, target_prefix_ids: Optional[np.ndarray] = None):
         rows = len(source_ids)
         padded_rows = bucketed_rows(rows)
         source = pad_batch(source_ids, padded_rows)
-        if target_prefix_ids is None:
-            self.shapes.add(source.shape)
-            ids, scores = self._decode(tf.constant(source))
-        else:
-            prefix = pad_batch(target_prefix_ids, padded_rows)
-            self.shapes.add(source.shape + prefix.shape[1:])
-            ids, scores = self._decode_with_prefix(tf.constant(source), tf.constant(prefix))
-        return ids.numpy()[:rows], scores.numpy()[:rows]
+        prefix = None if prefix_ids is None else pad_batch(prefix_ids, padded_rows)
+        self.shapes.add(source.shape if prefix is None else source.shape + prefix.shape[1:])
+        ids, scores = super()._decode_batch(source, prefix)
+        return ids[:rows], scores[:rows]
 
 
 def bucketed_rows(rows: int) -> int:
