@@ -15,7 +15,7 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
+import threading
 import time
 
 FIRST_STEP = re.compile(r"First step \(step \d+\) done ([\d.]+) s after the start")
@@ -40,28 +40,35 @@ def main(argv=None):
 
 
 def run_sampled(command):
-    """Runs `command` with its stdout on this script's stderr (stdout holds only the JSON) and its stderr in a file
-    (echoed after); returns the samples (seconds since the start, user s, system s, minor faults), its stderr and its
-    exit status."""
+    """Runs `command` with its stdout and its stderr on this script's stderr as they come (stdout holds only the
+    JSON); returns the samples (seconds since the start, user s, system s, minor faults), its stderr and its exit
+    status."""
     ticks = os.sysconf("SC_CLK_TCK")
-    samples = []
-    with tempfile.TemporaryFile(mode="w+") as stderr:
-        started = time.monotonic()
-        process = subprocess.Popen(command, stdout=sys.stderr, stderr=stderr)
-        while process.poll() is None:
-            try:
-                with open(f"/proc/{process.pid}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
-            except OSError:
-                break
-            # After the name: state is field 3 of stat(5), so minflt (10), utime (14), stime (15) sit at 7, 11, 12.
-            user, system, faults = int(fields[11]) / ticks, int(fields[12]) / ticks, int(fields[7])
-            samples.append((time.monotonic() - started, user, system, faults))
-            time.sleep(1.0)
-        stderr.seek(0)
-        log = stderr.read()
-    sys.stderr.write(log[-3000:])
-    return samples, log, process.wait()
+    samples, log = [], []
+    started = time.monotonic()
+    process = subprocess.Popen(command, stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
+    echo = threading.Thread(target=echo_lines, args=(process.stderr, log), daemon=True)
+    echo.start()
+    while process.poll() is None:
+        try:
+            with open(f"/proc/{process.pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            break
+        # After the name: state is field 3 of stat(5), so minflt (10), utime (14), stime (15) sit at 7, 11, 12.
+        user, system, faults = int(fields[11]) / ticks, int(fields[12]) / ticks, int(fields[7])
+        samples.append((time.monotonic() - started, user, system, faults))
+        time.sleep(1.0)
+    returncode = process.wait()
+    echo.join()
+    return samples, "".join(log), returncode
+
+
+def echo_lines(stream, log):
+    """Copies `stream` to this script's stderr line by line, keeping each line in `log`."""
+    for line in stream:
+        sys.stderr.write(line)
+        log.append(line)
 
 
 def steady_split(samples, start, tail):
@@ -71,6 +78,8 @@ def steady_split(samples, start, tail):
         return {"error": f"the command ran {ran:.0f} s: too short for a window from {start:.0f} s on"}
     (t0, user0, system0, faults0), (t1, user1, system1, faults1) = window[0], window[-1]
     user, system, wall = user1 - user0, system1 - system0, t1 - t0
+    if user + system == 0:
+        return {"error": f"the command used no CPU from {t0:.0f} s to {t1:.0f} s: nothing to split (was it waiting?)"}
     return {
         "window_s": [round(t0, 1), round(t1, 1)],
         "user_s": round(user, 1),

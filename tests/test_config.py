@@ -122,8 +122,11 @@ def test_bad_json_and_missing_file_are_clear(tmp_path):
         TransformerConfig.from_json(tmp_path / "missing.json")
     bad = tmp_path / "bad.json"
     bad.write_text('{"d_model": 512,,}')
-    with pytest.raises(ConfigError, match="not valid JSON"):
+    with pytest.raises(ConfigError, match="not valid JSON") as error:
         TransformerConfig.from_json(bad)
+    assert str(bad) in str(error.value)  # which file
+    with pytest.raises(ConfigError, match="^config text is not valid JSON"):
+        TransformerConfig.from_json('{"d_model": 512,,}')
 
 
 def test_replace_and_overrides_validate_again():

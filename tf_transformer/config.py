@@ -136,16 +136,16 @@ _TYPES = {"int": int, "float": float, "bool": bool, "str": str}
 
 def read_json(text_or_path: Union[str, os.PathLike]) -> Any:
     """The values of JSON text (text that starts with "{") or of a JSON file, as a ConfigError naming the problem."""
-    text = str(text_or_path)
+    text, source = str(text_or_path), "config text"
     if not text.lstrip().startswith("{"):
         path = pathlib.Path(text_or_path)
         if not path.is_file():
             raise ConfigError(f"config file {path} does not exist. Fix: pass a JSON file or a preset name.")
-        text = path.read_text(encoding="utf-8")
+        text, source = path.read_text(encoding="utf-8"), f"config file {path}"
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        raise ConfigError(f"config is not valid JSON ({error}). Fix: check the file's syntax.") from None
+        raise ConfigError(f"{source} is not valid JSON ({error}). Fix: check its syntax there.") from None
 
 
 def unknown_option(name: str, value: Any, options: Sequence[str]) -> str:

@@ -36,3 +36,9 @@ def test_counts_the_window_after_the_first_step_and_passes_the_exit_status_on():
 def test_a_command_too_short_for_its_window_says_so():
     result, summary = split("--settle_s=30", "--", sys.executable, "-c", BUSY_THEN_IDLE)
     assert result.returncode == 0 and "too short for a window" in summary["error"]
+
+
+def test_a_window_without_cpu_says_so_rather_than_dividing_by_zero():
+    sleeper = BUSY_THEN_IDLE.split("end =")[0] + "time.sleep(5)\n"
+    result, summary = split("--settle_s=2", "--tail_s=0", "--", sys.executable, "-c", sleeper)
+    assert result.returncode == 0 and "used no CPU" in summary["error"], summary

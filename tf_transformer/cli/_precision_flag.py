@@ -17,6 +17,11 @@ from tf_transformer.training.train_config import PRECISIONS  # no TensorFlow
 
 AUTO = "auto"
 FLOAT32 = "float32"
+# What the commands that load a model log of their path (decoding/xla_batches.py has the XLA path for services).
+COMMAND_PATH = (
+    "graph mode, not XLA (XLA compiles each new batch shape for seconds and decodes a file's large batches no "
+    "faster: benchmarks/NOTES.md entry 32; TensorFlow Serving runs no XLA by default: docs/serving.md)"
+)
 
 MIXED_PRECISION = flags.DEFINE_enum(
     "mixed_precision", AUTO, PRECISIONS,
@@ -38,11 +43,10 @@ def check_flag_value(quantize: str) -> None:
 def apply(quantize: str) -> str:
     """Resolves --mixed_precision (with --quantize's value `quantize`), logs the policy and why in one line (as
     tft-train does), and sets it as Keras' global dtype policy, under which `load_translation_model` builds the
-    model; a second line says that the command runs in graph mode and why (`xla_batches.COMMAND_PATH`). Returns
+    model; a second line says that the command runs in graph mode and why (`COMMAND_PATH`). Returns
     the policy."""
     import keras
 
-    from tf_transformer.decoding.xla_batches import COMMAND_PATH
     from tf_transformer.training.precision import resolve_precision
 
     check_flag_value(quantize)

@@ -10,7 +10,8 @@ no output: padded source positions are masked, each row's length cap counts its 
 
 Where this pays is measured, not assumed (benchmarks/NOTES.md, entry 32): per call XLA decodes small batches
 faster than graph mode, but a command translating a file meets a new shape every few batches and spends more
-compiling than it saves, so the commands decode in graph mode (`COMMAND_PATH`, the line they log).
+compiling than it saves, so the commands decode in graph mode (`cli/_precision_flag.py`'s `COMMAND_PATH`, the line
+they log).
 """
 
 from __future__ import annotations
@@ -20,12 +21,6 @@ from typing import Optional
 import numpy as np
 
 from tf_transformer.decoding.text import TextTranslator
-
-# What the commands that load a model (tft-translate, tft-evaluate, tft-score, tft-export, ...) log of their path.
-COMMAND_PATH = (
-    "graph mode, not XLA (XLA compiles each new batch shape for seconds and decodes a file's large batches no "
-    "faster: benchmarks/NOTES.md entry 32; TensorFlow Serving runs no XLA by default: docs/serving.md)"
-)
 
 # Source and prefix widths are padded up to a multiple of this: sentences of 1-8 pieces share one program, and
 # the padding costs at most 7 masked positions a row.
