@@ -13,6 +13,10 @@ The price is that the process keeps its peak heap until it exits, as TensorFlow'
 commands reach that peak on their first steps anyway. Library users who want the same in their own scripts call
 `keep_freed_memory()` before importing TensorFlow, or set glibc's `MALLOC_ARENA_MAX=1 MALLOC_MMAP_MAX_=0
 MALLOC_TRIM_THRESHOLD_=1073741824` in the environment.
+
+An allocator the user preloads (tcmalloc, jemalloc, mimalloc by `LD_PRELOAD`) is left alone. On an AVX2-only CPU
+none trained faster beyond the machine's spread, malloc being 1.6% of the step's CPU there; mimalloc held half the
+peak memory (benchmarks/NOTES.md, entry 36).
 """
 
 from __future__ import annotations
@@ -37,10 +41,14 @@ def keep_freed_memory() -> Optional[str]:
 
     Returns:
         What was done, for the command's log line ("glibc malloc keeps freed memory for reuse (one arena, no
-        mmap, no trim)"), or None where nothing was done.
+        mmap, no trim)"), or None where nothing was done. Where another allocator serves malloc (`LD_PRELOAD` of
+        tcmalloc, jemalloc or mimalloc: benchmarks/NOTES.md entry 36), nothing is set and the line names it.
     """
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return None
+    provider = malloc_provider()
+    if provider is not None and not os.path.basename(provider).startswith("libc."):
+        return f"malloc is {os.path.basename(provider)}'s (preloaded), not glibc's: left as it is"
     if any(name in os.environ for name in _USER_SETTINGS) or "glibc.malloc" in os.environ.get("GLIBC_TUNABLES", ""):
         return "glibc malloc as the environment sets it (MALLOC_* or GLIBC_TUNABLES)"
     try:
@@ -50,3 +58,20 @@ def keep_freed_memory() -> Optional[str]:
     if all(mallopt(parameter, value) == 1 for parameter, value in _SETTINGS.items()):
         return "glibc malloc keeps freed memory for reuse (one arena, no mmap, no trim)"
     return "glibc malloc's defaults (mallopt refused a setting)"
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p), ("dli_sname", ctypes.c_char_p),
+                ("dli_saddr", ctypes.c_void_p)]  # fmt: skip
+
+
+def malloc_provider() -> Optional[str]:
+    """The file of the shared library whose `malloc` this process calls (glibc's libc.so.6, or a preloaded
+    allocator's), or None where the dynamic linker cannot say."""
+    try:
+        process = ctypes.CDLL(None)
+        info = _DlInfo()
+        found = process.dladdr(ctypes.cast(process.malloc, ctypes.c_void_p), ctypes.byref(info))
+    except (OSError, AttributeError):
+        return None
+    return info.dli_fname.decode() if found and info.dli_fname else None
