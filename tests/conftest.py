@@ -99,6 +99,7 @@ _LONGEST_FIRST = (
     "tests/tools/test_vocabulary_signal.py",
     "tests/data/test_vocab.py",
     "tests/decoding/test_copy_task.py",
+    "tests/benchmarks/test_decoding_paths.py",
     "tests/decoding/test_graph_modes.py",
     "tests/decoding/test_constraints.py",
     "tests/tools/test_demo.py",
