@@ -36,6 +36,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tf_transformer.allocator import keep_freed_memory  # noqa: E402 (no TensorFlow)
+from tf_transformer.model_dir import CONFIG_FILE  # noqa: E402 (no TensorFlow)
 
 PATHS = ("graph", "xla")
 METHODS = ("greedy", "beam")
@@ -57,9 +58,16 @@ def main(argv=None):
     args = parser.parse_args(argv)
     precisions, methods, paths = (split_choices(getattr(args, name), name)
                                   for name in ("precisions", "methods", "paths"))  # fmt: skip
-    rows = [int(value) for value in args.rows.split(",") if value]
+    try:
+        rows = [int(value) for value in args.rows.split(",") if value]
+    except ValueError:
+        parser.error(f"--rows={args.rows}: sentences a call as whole numbers, comma-separated, e.g. 1,4,16,64")
     if args.calls < 1:
         parser.error("--calls must be at least 1")
+    if not (pathlib.Path(args.model_dir) / CONFIG_FILE).is_file():
+        parser.error(f"--model_dir={args.model_dir}: no {CONFIG_FILE}, so not a model directory tft-train wrote")
+    if not pathlib.Path(args.sources).is_file():
+        parser.error(f"--sources={args.sources}: no such file")
     memory = keep_freed_memory()
     sentences = read_sentences(args.sources, args.max_sentences)
     if not sentences:

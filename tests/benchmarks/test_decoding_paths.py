@@ -33,8 +33,14 @@ def test_times_each_path_on_the_file_and_per_call(tmp_path):
     assert graph["file"]["shapes"] == 0 and xla["file"]["shapes"] >= 1 and xla["calls"]["2"]["shapes"] >= 1
 
 
-def test_an_unknown_choice_is_one_error_line_before_tensorflow_starts(tmp_path):
+def test_bad_arguments_are_one_error_line_before_tensorflow_starts(tmp_path):
     result = run(f"--sources={tmp_path}/none.txt", "--precisions=float16")
     assert result.returncode != 0
     assert result.stderr.strip() == ("error: --precisions=float16: use one or more of float32, mixed_bfloat16, "
                                      "comma-separated")  # fmt: skip
+    result = run(f"--sources={tmp_path}/none.txt")
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith(f"error: --sources={tmp_path}/none.txt: no such file")
+    result = subprocess.run([sys.executable, str(SCRIPT), f"--model_dir={tmp_path}", f"--sources={SCRIPT}"],
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 2 and "no config.json, so not a model directory tft-train wrote" in result.stderr
