@@ -21,7 +21,7 @@ the commands' choice of path (`cli/_precision_flag.py:COMMAND_PATH`) follows the
 from __future__ import annotations
 
 import argparse
-import gzip
+import functools
 import json
 import os
 import pathlib
@@ -36,6 +36,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tf_transformer.allocator import keep_freed_memory  # noqa: E402 (no TensorFlow)
+from tf_transformer.data.errors import DataError  # noqa: E402 (no TensorFlow)
+from tf_transformer.data.text_files import read_sentences  # noqa: E402 (no TensorFlow)
 from tf_transformer.model_dir import CONFIG_FILE  # noqa: E402 (no TensorFlow)
 
 PATHS = ("graph", "xla")
@@ -66,27 +68,42 @@ def main(argv=None):
         parser.error("--calls must be at least 1")
     if not (pathlib.Path(args.model_dir) / CONFIG_FILE).is_file():
         parser.error(f"--model_dir={args.model_dir}: no {CONFIG_FILE}, so not a model directory tft-train wrote")
-    if not pathlib.Path(args.sources).is_file():
-        parser.error(f"--sources={args.sources}: no such file")
+    try:  # the translation commands' reader: plain or gzip, a missing or empty file one error line
+        sentences = read_sentences(args.sources, flag="--sources")
+    except DataError as error:
+        parser.error(str(error))
+    sentences = sentences[: args.max_sentences] if args.max_sentences else sentences
     memory = keep_freed_memory()
-    sentences = read_sentences(args.sources, args.max_sentences)
-    if not sentences:
-        parser.error(f"--sources={args.sources} has no sentences")
 
+    import keras
     import tensorflow as tf
+
+    from tf_transformer.checkpoints import load_translation_model
+    from tf_transformer.decoding import TextTranslator, XlaTextTranslator
+    from tf_transformer.decoding.settings import command_settings
+    from tf_transformer.training.precision import CPU_BF16_FLAGS, read_cpu_flags
 
     results = []
     for precision in precisions:
+        keras.config.set_dtype_policy(precision)  # the model computes in the policy it is built under
+        model, tokenizer, _ = load_translation_model(args.model_dir)
         for method in methods:
+            settings, _ = command_settings({"method": method}, args.model_dir)
             for path in paths:
-                results.append(measure(args.model_dir, sentences, precision, method, path, rows, args))
+                make = functools.partial(XlaTextTranslator if path == "xla" else TextTranslator, model, tokenizer,
+                                         settings, batch_tokens=args.batch_tokens)  # fmt: skip
+                results.append({"precision": precision, "method": method, "path": path,
+                                **measure(make, sentences, rows, args)})  # fmt: skip
                 print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    keras.config.set_dtype_policy("float32")
+    cpu_flags = read_cpu_flags()
+    bf16_related = {"avx2", "avx512f", *CPU_BF16_FLAGS}
     report = {
         "model_dir": str(args.model_dir),
         "sources": str(args.sources),
         "sentences": len(sentences),
         "machine": {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-                    "cpu_flags": bf16_flags()},  # fmt: skip
+                    "cpu_flags": None if cpu_flags is None else sorted(cpu_flags & bf16_related)},  # fmt: skip
         "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"),
         "tensorflow": tf.__version__,
         "memory": memory,
@@ -107,35 +124,18 @@ def split_choices(text, name):
     return values
 
 
-def read_sentences(path, limit):
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        sentences = [line.rstrip("\n") for line in handle]
-    return sentences[:limit] if limit else sentences
-
-
-def measure(model_dir, sentences, precision, method, path, rows, args):
-    """One precision, method and path: a fresh model under that dtype policy and a fresh translator."""
-    import keras
-
-    from tf_transformer.checkpoints import load_translation_model
-    from tf_transformer.decoding import TextTranslator, XlaTextTranslator
-    from tf_transformer.decoding.settings import command_settings
-
-    keras.config.set_dtype_policy(precision)
-    settings, _ = command_settings({"method": method}, model_dir)
-    model, tokenizer, _ = load_translation_model(model_dir)
-    translator_class = XlaTextTranslator if path == "xla" else TextTranslator
-    result = {"precision": precision, "method": method, "path": path}
+def measure(make_translator, sentences, rows, args):
+    """`{"file": ..., "calls": ...}` of the translators `make_translator()` makes, a fresh one each measurement."""
+    result = {}
     if not args.no_file:
-        translator = translator_class(model, tokenizer, settings, batch_tokens=args.batch_tokens)
+        translator = make_translator()
         first, second = timed(translator, sentences), timed(translator, sentences)
         result["file"] = {"first_pass_s": round(first, 2), "second_pass_s": round(second, 2),
                           "sentences_per_s": round(len(sentences) / second, 1),
                           "shapes": len(getattr(translator, "shapes", ()))}  # fmt: skip
     result["calls"] = {}
     for count in rows:
-        translator = translator_class(model, tokenizer, settings, batch_tokens=args.batch_tokens)
+        translator = make_translator()
         batches = [[sentences[(i * count + j) % len(sentences)] for j in range(count)] for i in range(args.calls)]
         first = [timed(translator, batch) for batch in batches]
         again = [timed(translator, batch) for batch in batches]
@@ -143,7 +143,6 @@ def measure(model_dir, sentences, precision, method, path, rows, args):
         result["calls"][str(count)] = {"first_pass_s": round(sum(first), 2), "median_ms": round(median_ms, 1),
                                        "sentences_per_s": round(count / median_ms * 1000, 1),
                                        "shapes": len(getattr(translator, "shapes", ()))}  # fmt: skip
-    keras.config.set_dtype_policy("float32")
     return result
 
 
@@ -151,15 +150,6 @@ def timed(translator, sentences):
     start = time.perf_counter()
     translator(sentences)
     return time.perf_counter() - start
-
-
-def bf16_flags():
-    """The CPU flags that decide bf16 (`/proc/cpuinfo`), or None off Linux."""
-    try:
-        flags = pathlib.Path("/proc/cpuinfo").read_text().split("flags", 2)[1].split("\n", 1)[0].split()
-    except (OSError, IndexError):
-        return None
-    return sorted(flag for flag in flags if flag in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx512_vnni"))
 
 
 if __name__ == "__main__":

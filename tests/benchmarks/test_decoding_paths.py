@@ -40,7 +40,8 @@ def test_bad_arguments_are_one_error_line_before_tensorflow_starts(tmp_path):
                                      "comma-separated")  # fmt: skip
     result = run(f"--sources={tmp_path}/none.txt")
     assert result.returncode == 2
-    assert result.stderr.strip().endswith(f"error: --sources={tmp_path}/none.txt: no such file")
+    assert result.stderr.strip().endswith(
+        f"error: {tmp_path}/none.txt: no such file. Fix: set --sources to an existing text or gzip file.")
     result = subprocess.run([sys.executable, str(SCRIPT), f"--model_dir={tmp_path}", f"--sources={SCRIPT}"],
                             capture_output=True, text=True, timeout=60)  # fmt: skip
     assert result.returncode == 2 and "no config.json, so not a model directory tft-train wrote" in result.stderr
