@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from tf_transformer.config import TransformerConfig
 from tf_transformer.data import DataConfig, DataError, Tokenizer, build_vocabulary, sample_sentences
+from tf_transformer.data.config import vocabulary_lowercases
 from tf_transformer.data.vocab import WORDPIECE_SPECIAL_TOKENS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -157,7 +158,8 @@ def test_a_lowercase_vocabulary_case_folds_what_it_reads_also_inside_a_saved_mod
         dataset="files", train_source=str(source), train_target=str(target), vocab_size=500, lowercase=True
     )
     built = build_vocabulary(config, tmp_path / "vocab")
-    assert json.loads((tmp_path / "vocab" / "tokenizer.json").read_text())["normalization"] == "nmt_nfkc_cf"
+    record = json.loads((tmp_path / "vocab" / "tokenizer.json").read_text())
+    assert record["normalization"] == "nmt_nfkc_cf" and vocabulary_lowercases(record)
     # No upper-case letter survives into a piece (byte-fallback pieces "<0xC3>" aside): it learned folded text.
     pieces = [piece for piece in built.tokens()[4:] if not piece.startswith("<0x")]
     assert len(pieces) > 200 and not any(character.isupper() for piece in pieces for character in piece)
@@ -177,6 +179,7 @@ def test_a_lowercase_vocabulary_case_folds_what_it_reads_also_inside_a_saved_mod
     # A cased vocabulary from the same text keeps case.
     cased = build_vocabulary(config.replace(lowercase=False), tmp_path / "cased")
     assert cased.tokenize(mixed).to_list() != cased.tokenize(lower).to_list()
+    assert not vocabulary_lowercases(json.loads((tmp_path / "cased" / "tokenizer.json").read_text()))
 
 
 def test_too_large_a_vocabulary_is_a_clear_error(tmp_path):
@@ -203,6 +206,7 @@ def test_wordpiece_builds_and_round_trips_up_to_its_word_split(multi30k_dir, tmp
     assert tuple(tokenizer.tokens()[:4]) == WORDPIECE_SPECIAL_TOKENS
     reloaded = Tokenizer.from_directory(tmp_path / "wp")
     assert reloaded.kind == "wordpiece" and reloaded.vocab_size == tokenizer.vocab_size
+    assert not vocabulary_lowercases(json.loads((tmp_path / "wp" / "tokenizer.json").read_text()))
 
     sentences = corpus_lines[:50] + corpus_lines[250:300]  # seen text: every character is in the vocabulary
     ids = reloaded.tokenize(sentences)
@@ -213,6 +217,15 @@ def test_wordpiece_builds_and_round_trips_up_to_its_word_split(multi30k_dir, tmp
     expected = tf.strings.reduce_join(words, axis=-1, separator=" ").numpy().tolist()
     assert back == expected
     assert back[0] == b"Two young , White males are outside near many bushes ."
+
+
+def test_a_lowercasing_wordpiece_vocabulary_says_so_in_its_record(tmp_path):
+    from tf_transformer.data import train_wordpiece
+
+    sentences = ["A Dog runs.", "Two Men walk.", "A dog sits."] * 20
+    folded = train_wordpiece(sentences, tmp_path / "wp", 100, lower_case=True, learn_params={"num_iterations": 1})
+    assert folded.tokenize(["A DOG"]).to_list() == folded.tokenize(["a dog"]).to_list()
+    assert vocabulary_lowercases(json.loads((tmp_path / "wp" / "tokenizer.json").read_text()))
 
 
 def test_build_vocab_tool(tmp_path, multi30k_dir):

@@ -202,11 +202,13 @@ def test_evaluate_scores_lowercase_translations_on_lowercased_text_with_lowercas
     assert scores["chrf"] == pytest.approx(CHRF(lowercase=True).corpus_score(lowercased, [references]).score)
     assert scores["lowercase"] is True and "no capital letters" not in folded.stderr
 
-    # With --model_dir the model directory says: a model trained with --lowercase is scored lowercased.
+    # With --model_dir the model's vocabulary says: one that case-folds (as --lowercase builds it; its record says
+    # so) is scored lowercased.
     path = tmp_path / "run"
     shutil.copytree(model_dir, path)
-    data_config = json.loads((path / "data_config.json").read_text())
-    (path / "data_config.json").write_text(json.dumps({**data_config, "lowercase": True}))
+    record = json.loads((path / "vocab" / "tokenizer.json").read_text())
+    assert record["normalization"] == "nmt_nfkc"
+    (path / "vocab" / "tokenizer.json").write_text(json.dumps({**record, "normalization": "nmt_nfkc_cf"}))
     source_file = write_lines(tmp_path / "src.en", corpus["valid_en"].read_text(encoding="utf-8").splitlines()[:5])
     evaluated = run("evaluate.py", f"--model_dir={path}", f"--sources={source_file}", files[0], *DECODING)
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]

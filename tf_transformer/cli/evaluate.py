@@ -102,12 +102,15 @@ def tune(penalties, decoding):
 
 
 def model_lowercases(model_dir) -> bool:
-    """Whether the model directory's vocabulary lowercases (its data_config.json's `lowercase`)."""
-    from tf_transformer.data.config import DataConfig  # no TensorFlow
-    from tf_transformer.model_dir import DATA_CONFIG_FILE
+    """Whether the model directory's vocabulary lowercases (its vocab/tokenizer.json; False without one)."""
+    from tf_transformer.data.config import vocabulary_lowercases  # no TensorFlow
+    from tf_transformer.model_dir import VOCAB_DIR
 
-    data_file = pathlib.Path(model_dir) / DATA_CONFIG_FILE
-    return data_file.is_file() and DataConfig.from_json(data_file).lowercase
+    record = pathlib.Path(model_dir) / VOCAB_DIR / "tokenizer.json"  # data.tokenizer.TOKENIZER_JSON
+    try:
+        return vocabulary_lowercases(json.loads(record.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return False
 
 
 def warn_if_cased_scoring_looks_wrong(hypotheses, references) -> None:

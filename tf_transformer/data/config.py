@@ -223,6 +223,15 @@ class DataConfig(JsonConfig):
         return 0 if self.deterministic else None
 
 
+def vocabulary_lowercases(vocabulary_record: dict) -> bool:
+    """Whether a vocabulary case-folds, from its tokenizer.json: SentencePiece's "*_cf" normalization (as
+    `build_vocabulary` makes it for `lowercase`) or WordPiece's `lower_case`. What a trained model reads and writes
+    is its vocabulary's, not a data config's: the commands that score or fine-tune one ask this."""
+    return str(vocabulary_record.get("normalization", "")).endswith("_cf") or bool(
+        vocabulary_record.get("lower_case", False)
+    )
+
+
 _EXAMPLES = {"seed": 0, "source_lang": "en", "target_lang": "de", "data_dir": "../shared/data/multi30k"}
 _EXAMPLES.update({f.name: f.default for f in dataclasses.fields(DataConfig) if f.default is not None})
 _EXAMPLES.update({name: "path/to/file" for name in _PATH_FIELDS if name not in _EXAMPLES})

@@ -32,6 +32,7 @@ import re
 from typing import Optional, Sequence, Tuple
 
 from tf_transformer.config import ConfigError, TransformerConfig
+from tf_transformer.data.config import vocabulary_lowercases
 from tf_transformer.files import write_atomically
 from tf_transformer.model_dir import (
     AVERAGED_JSON,
@@ -373,9 +374,5 @@ def _read_source(model_dir: pathlib.Path) -> Tuple[Recipe, str, int, bool]:
             f"{recipe.model.vocab_size}. Fix: pass a model directory whose vocab/ and config.json come from one "
             "training run."
         )
-    return recipe, vocab_type, vocab_size, _lowercases(meta)
+    return recipe, vocab_type, vocab_size, vocabulary_lowercases(meta)
 
-
-def _lowercases(meta: dict) -> bool:
-    """Whether tokenizer.json's `meta` case-folds: SentencePiece's "*_cf" normalization, WordPiece's `lower_case`."""
-    return str(meta.get("normalization", "")).endswith("_cf") or bool(meta.get("lower_case", False))
