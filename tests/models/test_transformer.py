@@ -1,5 +1,7 @@
 """Transformer: shapes, mask invariances, restricted attention, parameter counts, saving, mixed precision."""
 
+import functools
+
 import keras
 import numpy as np
 import pytest
@@ -168,6 +170,7 @@ PAPER_PARAMETERS = {
 }
 
 
+@functools.lru_cache(maxsize=None)  # base and big are counted twice (Table 3 and exactly): each is built once
 def count_parameters(config):
     model = tft.Transformer(config)
     model.build()
