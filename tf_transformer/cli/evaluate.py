@@ -109,7 +109,7 @@ def model_lowercases(model_dir) -> bool:
     record = pathlib.Path(model_dir) / VOCAB_DIR / "tokenizer.json"  # data.tokenizer.TOKENIZER_JSON
     try:
         return vocabulary_lowercases(json.loads(record.read_text(encoding="utf-8")))
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):  # no record, or not a JSON object
         return False
 
 
