@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 from tf_transformer.allocator import keep_freed_memory  # noqa: E402 (no TensorFlow)
 from tf_transformer.data.errors import DataError  # noqa: E402 (no TensorFlow)
 from tf_transformer.data.text_files import read_sentences  # noqa: E402 (no TensorFlow)
-from tf_transformer.model_dir import CONFIG_FILE  # noqa: E402 (no TensorFlow)
+from tf_transformer.model_dir import check_model_dir  # noqa: E402 (no TensorFlow)
 
 PATHS = ("graph", "xla")
 METHODS = ("greedy", "beam")
@@ -66,8 +66,10 @@ def main(argv=None):
         parser.error(f"--rows={args.rows}: sentences a call as whole numbers, comma-separated, e.g. 1,4,16,64")
     if args.calls < 1:
         parser.error("--calls must be at least 1")
-    if not (pathlib.Path(args.model_dir) / CONFIG_FILE).is_file():
-        parser.error(f"--model_dir={args.model_dir}: no {CONFIG_FILE}, so not a model directory tft-train wrote")
+    try:  # the commands' check: a folder with the config.json tft-train writes
+        check_model_dir(args.model_dir)
+    except FileNotFoundError as error:
+        parser.error(str(error))
     try:  # the translation commands' reader: plain or gzip, a missing or empty file one error line
         sentences = read_sentences(args.sources, flag="--sources")
     except DataError as error:

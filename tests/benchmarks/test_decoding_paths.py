@@ -44,4 +44,6 @@ def test_bad_arguments_are_one_error_line_before_tensorflow_starts(tmp_path):
         f"error: {tmp_path}/none.txt: no such file. Fix: set --sources to an existing text or gzip file.")
     result = subprocess.run([sys.executable, str(SCRIPT), f"--model_dir={tmp_path}", f"--sources={SCRIPT}"],
                             capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert result.returncode == 2 and "no config.json, so not a model directory tft-train wrote" in result.stderr
+    assert result.returncode == 2 and result.stderr.strip().endswith(
+        f"error: model_dir: {tmp_path}/config.json does not exist, so {tmp_path} is not a trained model directory. "
+        "Fix: pass the --model_dir that tft-train wrote.")
