@@ -15,6 +15,7 @@ DATA_CONFIG_FILE = "data_config.json"
 TRAIN_CONFIG_FILE = "train_config.json"
 DATA_REPORT_FILE = "data_report.json"
 VOCAB_DIR = "vocab"
+VOCAB_RECORD = "tokenizer.json"  # in VOCAB_DIR: data.tokenizer.TOKENIZER_JSON, written last (the vocabulary complete)
 CHECKPOINT_DIR = "checkpoints"  # a tf.train.CheckpointManager folder of ckpt-<step>
 UNREADABLE_DIR = "unreadable"  # in CHECKPOINT_DIR: the files of checkpoints training could not read, kept
 AVERAGED_DIR = "averaged"

@@ -334,3 +334,10 @@ def test_sampling_a_wordpiece_vocabulary_is_a_clear_error():
     wordpiece = Tokenizer.from_wordpiece(list(WORDPIECE_SPECIAL_TOKENS) + ["a", "##b"])
     with pytest.raises(ConfigError, match="^subword_nbest_size: .*SentencePiece.*Fix"):
         wordpiece.sampling(nbest_size=64, alpha=0.1)
+
+
+def test_the_model_directorys_name_for_the_vocabulary_record_is_the_tokenizers():
+    from tf_transformer.data.tokenizer import TOKENIZER_JSON
+    from tf_transformer.model_dir import VOCAB_RECORD
+
+    assert VOCAB_RECORD == TOKENIZER_JSON  # the TensorFlow-free readers (tft-evaluate, fine-tuning) use the first

@@ -104,9 +104,9 @@ def tune(penalties, decoding):
 def model_lowercases(model_dir) -> bool:
     """Whether the model directory's vocabulary lowercases (its vocab/tokenizer.json; False without one)."""
     from tf_transformer.data.config import vocabulary_lowercases  # no TensorFlow
-    from tf_transformer.model_dir import VOCAB_DIR
+    from tf_transformer.model_dir import VOCAB_DIR, VOCAB_RECORD
 
-    record = pathlib.Path(model_dir) / VOCAB_DIR / "tokenizer.json"  # data.tokenizer.TOKENIZER_JSON
+    record = pathlib.Path(model_dir) / VOCAB_DIR / VOCAB_RECORD
     try:
         return vocabulary_lowercases(json.loads(record.read_text(encoding="utf-8")))
     except (OSError, ValueError, AttributeError):  # no record, or not a JSON object

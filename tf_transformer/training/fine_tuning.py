@@ -40,6 +40,7 @@ from tf_transformer.model_dir import (
     CONFIG_FILE,
     DATA_CONFIG_FILE,
     VOCAB_DIR,
+    VOCAB_RECORD,
 )
 from tf_transformer.recipe import Recipe
 
@@ -49,7 +50,6 @@ logger = logging.getLogger("tf_transformer")
 # about 50 steps (beta_2 = 0.98), 10% of the paper's 4000 and of the Multi30k recipe's 2000.
 FINE_TUNING_WARMUP_STEPS = 200
 
-_VOCAB_MARKER = "tokenizer.json"  # data.tokenizer.TOKENIZER_JSON, written last (the vocabulary is complete)
 _FIX_PATH = (
     "Fix: pass a model directory that tft-train wrote (its latest checkpoint is used) or a checkpoint prefix inside "
     "one, such as MODEL_DIR/checkpoints/ckpt-1000 or MODEL_DIR/averaged."
@@ -259,10 +259,10 @@ def copy_vocabulary(source: InitSource, vocab_dir) -> None:
     """
     vocab_dir = pathlib.Path(vocab_dir)
     names = sorted(item.name for item in source.vocab_dir.iterdir() if item.is_file())
-    if (vocab_dir / _VOCAB_MARKER).is_file():
+    if (vocab_dir / VOCAB_RECORD).is_file():
         differing = [
             name for name in names
-            if name != _VOCAB_MARKER and (not (vocab_dir / name).is_file() or
+            if name != VOCAB_RECORD and (not (vocab_dir / name).is_file() or
                                           (vocab_dir / name).read_bytes() != (source.vocab_dir / name).read_bytes())
         ]  # fmt: skip
         if differing:
@@ -272,7 +272,7 @@ def copy_vocabulary(source: InitSource, vocab_dir) -> None:
             )
         return
     vocab_dir.mkdir(parents=True, exist_ok=True)
-    for name in [name for name in names if name != _VOCAB_MARKER] + [_VOCAB_MARKER]:
+    for name in [name for name in names if name != VOCAB_RECORD] + [VOCAB_RECORD]:
         write_atomically(vocab_dir / name, (source.vocab_dir / name).read_bytes())
     logger.info("Copied the vocabulary of %s into %s.", source.vocab_dir, vocab_dir)
 
@@ -359,7 +359,7 @@ def _read_source(model_dir: pathlib.Path) -> Tuple[Recipe, str, int, bool]:
         recipe = Recipe.of_model_dir(model_dir)
     except ConfigError as error:
         raise ConfigError(f"init_from: {model_dir / CONFIG_FILE} is not a valid model config ({error}).") from None
-    marker = model_dir / VOCAB_DIR / _VOCAB_MARKER
+    marker = model_dir / VOCAB_DIR / VOCAB_RECORD
     try:
         meta = json.loads(marker.read_text(encoding="utf-8"))
         vocab_type, vocab_size = meta["type"], int(meta["vocab_size"])
