@@ -9,12 +9,14 @@ import tensorflow as tf
 from tf_transformer.data import (
     DataConfig,
     FileCorpus,
+    ParallelCorpus,
     bucket_batch_sizes,
     bucket_boundaries,
     make_dataset,
     open_corpus,
     padding_fraction,
     scan_lengths,
+    synthetic_translation_dataset,
 )
 
 BOS, EOS = 1, 2
@@ -151,6 +153,32 @@ def test_deterministic_mode_gives_identical_batches(config, tokenizer):
     assert first_batches(deterministic, tokenizer) == first
     assert first_batches(deterministic.replace(seed=6), tokenizer) != first
     assert config.replace(deterministic=True, seed=None).shuffle_seed == 0  # no seed: seed 0
+
+
+class InMemoryCorpus(ParallelCorpus):
+    def raw_dataset(self):
+        return tf.data.Dataset.from_tensor_slices((["A dog. ", " "], ["Ein Hund.", "leer"]))
+
+
+def test_every_dataset_the_package_iterates_runs_without_the_autotuning_thread(config, tokenizer, monkeypatch):
+    # TensorFlow 2.21's autotuning thread can keep a freed iterator waiting up to 60 s (data/dataset_options.py).
+    iterated = []
+    as_numpy_iterator = tf.data.Dataset.as_numpy_iterator
+
+    def recording(dataset):
+        iterated.append(dataset.options().autotune.enabled)
+        return as_numpy_iterator(dataset)
+
+    monkeypatch.setattr(tf.data.Dataset, "as_numpy_iterator", recording)
+    train = make_dataset(config.replace(deterministic=True), tokenizer, "train")  # reads one batch to check the data
+    valid = make_dataset(config, tokenizer, "valid", training=False)
+    scan_lengths(config, tokenizer, "valid")
+    assert list(InMemoryCorpus().pairs()) == [("A dog.", "Ein Hund.")]  # ParallelCorpus.pairs, as TFDS corpora read
+    assert iterated == [False] * 3
+    for dataset, deterministic in ((train, True), (valid, True), (make_dataset(config, tokenizer), False)):
+        assert not dataset.options().autotune.enabled
+        assert dataset.options().deterministic is deterministic
+    assert not synthetic_translation_dataset("copy", 8, 4).options().autotune.enabled
 
 
 def test_a_corpus_without_usable_pairs_ends_instead_of_repeating_forever(tmp_path, tokenizer):

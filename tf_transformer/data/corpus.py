@@ -6,6 +6,8 @@ from typing import Iterator, Optional, Tuple
 
 import tensorflow as tf
 
+from tf_transformer.data.dataset_options import package_options
+
 # The whitespace tf.strings.strip removes; Python's str.strip would also remove e.g. U+00A0, and the Python
 # and tf.data views of a corpus must agree pair for pair.
 ASCII_WHITESPACE = " \t\n\r\f\v"
@@ -40,7 +42,7 @@ class ParallelCorpus:
 
     def pairs(self) -> Iterator[Tuple[str, str]]:
         """The pairs as Python strings, stripped, empty pairs left out."""
-        for source, target in self.as_dataset().as_numpy_iterator():
+        for source, target in package_options(self.as_dataset()).as_numpy_iterator():
             yield source.decode("utf-8"), target.decode("utf-8")
 
 

@@ -22,6 +22,7 @@ import tensorflow as tf
 from tf_transformer.data.batching import BatchReplay, batch_by_tokens, bucket_boundaries
 from tf_transformer.data.config import DataConfig
 from tf_transformer.data.corpus import ParallelCorpus, both_non_empty, clean_batch
+from tf_transformer.data.dataset_options import package_options
 from tf_transformer.data.source_ids import end_with_eos, source_token_limit, start_with_bos
 from tf_transformer.data.sources import open_corpus
 from tf_transformer.data.tokenizer import BOS_ID, EOS_ID, Tokenizer
@@ -167,14 +168,12 @@ def make_dataset(
         dataset = dataset.skip(skip_batches)
     dataset = dataset.map(_graph_only(lambda source, target_in, target_out: ((source, target_in), target_out)))
     dataset = dataset.prefetch(tf.data.AUTOTUNE)
-    options = tf.data.Options()
-    options.deterministic = bool(config.deterministic or not training)
-    return dataset.with_options(options)
+    return package_options(dataset, deterministic=bool(config.deterministic or not training))
 
 
 def _has_usable_pair(dataset: tf.data.Dataset) -> bool:
     """Whether a tokenized corpus keeps any pair (read up to the first one: the whole corpus if it keeps none)."""
-    return bool(list(dataset.take(1).as_numpy_iterator()))
+    return bool(list(package_options(dataset.take(1)).as_numpy_iterator()))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -270,7 +269,7 @@ def scan_lengths(
             tokenizer.tokenize(target).row_lengths(),
         )
 
-    dataset = corpus.raw_dataset().batch(1024).map(lengths, num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = package_options(corpus.raw_dataset().batch(1024).map(lengths, num_parallel_calls=tf.data.AUTOTUNE))
     # Streamed: counts, sums and the batch replay's open buckets only, so memory does not grow with the corpus.
     replay = BatchReplay(config.batch_tokens, bucket_boundaries(config.max_length), config.batch_multiple)
     pairs_read = non_empty_pairs = kept = too_long_pairs = 0

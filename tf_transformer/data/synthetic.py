@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from tf_transformer.data.dataset_options import package_options
+
 SYNTHETIC_TASKS = ("copy", "reverse")
 FIRST_SYMBOL = 3  # ids 0, 1, 2 are padding, start and end of sequence
 
@@ -61,6 +63,7 @@ def synthetic_translation_dataset(
         dataset = dataset.repeat()
     dataset = dataset.ragged_batch(batch_size)
     # to_tensor pads with 0, the padding id.
-    return dataset.map(
+    dataset = dataset.map(
         lambda source, target_in, target_out: ((source.to_tensor(), target_in.to_tensor()), target_out.to_tensor())
-    ).prefetch(2)
+    )
+    return package_options(dataset.prefetch(2))

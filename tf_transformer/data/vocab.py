@@ -16,6 +16,7 @@ from typing import Iterable, List, Optional, Tuple
 import tensorflow as tf
 
 from tf_transformer.data.config import DataConfig
+from tf_transformer.data.dataset_options import package_options
 from tf_transformer.data.errors import DataError
 from tf_transformer.data.sources import open_corpus
 from tf_transformer.data.tokenizer import (  # noqa: F401 (the vocabulary's names, exported here too)
@@ -129,7 +130,7 @@ def train_wordpiece(
     if not sentences:
         raise DataError("no sentences to train the vocabulary on. Fix: check that the training files are not empty.")
     params = {"lower_case": lower_case, "normalization_form": None if lower_case else normalization_form}
-    dataset = tf.data.Dataset.from_tensor_slices(tf.constant(sentences, tf.string)).batch(1024)
+    dataset = package_options(tf.data.Dataset.from_tensor_slices(tf.constant(sentences, tf.string)).batch(1024))
     vocab = bert_vocab_from_dataset.bert_vocab_from_dataset(
         dataset, vocab_size, list(WORDPIECE_SPECIAL_TOKENS), bert_tokenizer_params=params, learn_params=learn_params
     )
