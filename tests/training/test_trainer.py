@@ -24,7 +24,7 @@ from tf_transformer.training import (
     train,
 )
 from tf_transformer.training.callbacks import CheckpointEveryEpoch, StopAtTimeLimit
-from tf_transformer.training.trainer import _check_settings
+from tf_transformer.training.trainer import _check_settings, make_strategy
 
 # One layer a side: these tests are about the run (strategies, restarts, limits), and each train() call's cost is
 # mostly tracing, which grows with the layers.
@@ -180,6 +180,21 @@ def test_data_longer_than_the_model_allows_is_refused(tmp_path, small_corpus):
 def test_train_config_validation_names_the_field(changes, field):
     with pytest.raises(ConfigError, match=f"^{field}:.*Fix"):
         TrainConfig(**{"model_dir": "runs/x", **changes})
+
+
+def test_one_device_on_the_cpu_is_the_default_strategy_so_fit_reads_the_dataset_itself():
+    # OneDeviceStrategy's multi-device input iterator would run tf.data's autotuning thread, which can keep a
+    # freed iterator waiting up to a minute (benchmarks/NOTES.md entry 40).
+    chosen = make_strategy(TrainConfig(model_dir="unused", strategy="one_device"))
+    if tf.config.list_logical_devices("GPU"):
+        assert isinstance(chosen, tf.distribute.OneDeviceStrategy)  # its input iterator prefetches to the GPU
+        return
+    assert chosen is tf.distribute.get_strategy() and not tf.distribute.has_strategy()
+    assert chosen.num_replicas_in_sync == 1
+    dataset = tf.data.Dataset.range(4)
+    assert chosen.experimental_distribute_dataset(dataset) is dataset  # what Keras' fit then iterates
+    if len(tf.config.list_logical_devices("CPU")) == 1:
+        assert make_strategy(TrainConfig(model_dir="unused")) is chosen  # "auto"
 
 
 def test_stop_signals_record_the_first_signal_then_give_the_handlers_back():

@@ -70,7 +70,8 @@ class TrainConfig(JsonConfig):
         checkpoint_every: steps between checkpoints (also the period of validation).
         keep_checkpoints: how many recent checkpoints to keep (averaging needs several).
         strategy: "auto" (mirrored over all GPUs when there are several, else one device),
-            "one_device", "mirrored", "multi_worker_mirrored" (reads TF_CONFIG) or "tpu".
+            "one_device" (`OneDeviceStrategy` on a GPU, TensorFlow's default strategy on the CPU), "mirrored",
+            "multi_worker_mirrored" (reads TF_CONFIG) or "tpu".
         num_cpu_devices: split the CPU into this many logical devices (mirrored training without GPUs);
             0 leaves the CPU as it is.
         mixed_precision: "auto" (`mixed_bfloat16` where the hardware computes bf16 natively: GPUs of compute

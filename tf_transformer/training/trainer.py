@@ -186,8 +186,13 @@ def make_strategy(train_config: TrainConfig) -> tf.distribute.Strategy:
     cpus = tf.config.list_logical_devices("CPU")
     if name == "auto":
         name = "mirrored" if len(gpus) > 1 or (not gpus and len(cpus) > 1) else "one_device"
+    if name == "one_device" and gpus:
+        return tf.distribute.OneDeviceStrategy(gpus[0].name)  # its input iterator prefetches to the GPU
     if name == "one_device":
-        return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else cpus[0].name)
+        # TensorFlow's default strategy: on the CPU OneDeviceStrategy only adds tf.distribute's multi-device input
+        # iterator, whose per-device iterators run tf.data's autotuning thread, and freeing one can then hang for
+        # up to a minute (data/dataset_options.py; benchmarks/NOTES.md entry 40).
+        return tf.distribute.get_strategy()
     if name == "mirrored":
         return tf.distribute.MirroredStrategy([device.name for device in (gpus or cpus)])
     if name == "tpu":
