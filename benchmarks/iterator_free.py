@@ -111,9 +111,7 @@ def feed_rate(stream, batches: int) -> float:
 
 def free_times(stream, args) -> list:
     iterators = [iter(stream) for _ in range(args.iterators)]
-    burners = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)
-    ]  # fmt: skip
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
     try:
         start = time.monotonic()
         while time.monotonic() - start < args.age_s:
