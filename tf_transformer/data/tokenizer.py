@@ -19,6 +19,7 @@ import tensorflow as tf
 from tf_transformer.config import ConfigError
 from tf_transformer.data.errors import DataError
 from tf_transformer.files import write_atomically
+from tf_transformer.model_dir import VOCAB_RECORD
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 SENTENCEPIECE_SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
@@ -26,7 +27,7 @@ WORDPIECE_SPECIAL_TOKENS = ("[PAD]", "[BOS]", "[EOS]", "[UNK]")
 SENTENCEPIECE_MODEL = "spm.model"
 SENTENCEPIECE_VOCAB = "spm.vocab"
 WORDPIECE_VOCAB = "wordpiece.vocab"
-TOKENIZER_JSON = "tokenizer.json"
+TOKENIZER_JSON = VOCAB_RECORD  # written last: its presence says the vocabulary is complete
 
 PathLike = Union[str, os.PathLike]
 
