@@ -1,10 +1,13 @@
 """The package's file list and its installed presets stay in step with the source tree."""
 
 import configparser
+import importlib.metadata
 import os
 import pathlib
 import subprocess
 import sys
+
+from packaging.requirements import Requirement
 
 import tf_transformer as tft
 
@@ -17,6 +20,21 @@ def test_every_subpackage_is_listed_in_setup_cfg():
     listed = set(parser["options"]["packages"].split())
     on_disk = {".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "tf_transformer").rglob("__init__.py")}
     assert on_disk | {"tf_transformer.configs"} == listed
+
+
+def test_the_installed_packages_are_the_versions_setup_cfg_pins():
+    # A pin is there for a reason (ml-dtypes<0.7: a second and a half of every TensorFlow start): an environment
+    # that holds other versions than setup.cfg's is not the one the suite and the measurements ran on.
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / "setup.cfg")
+    lines = parser["options"]["install_requires"] + parser["options.extras_require"]["test"]
+    requirements = [Requirement(line) for line in lines.splitlines() if line.strip() and not line.startswith("#")]
+    wrong = [
+        f"{requirement} (installed: {importlib.metadata.version(requirement.name)})"
+        for requirement in requirements
+        if not requirement.specifier.contains(importlib.metadata.version(requirement.name), prereleases=True)
+    ]
+    assert not wrong, f"installed versions outside setup.cfg's pins: {wrong}. Fix: pip install -e '.[test]'"
 
 
 def test_every_preset_file_is_reachable_and_valid():
