@@ -23,7 +23,7 @@ def test_every_subpackage_is_listed_in_setup_cfg():
 
 
 def test_the_installed_packages_are_the_versions_setup_cfg_pins():
-    # A pin is there for a reason (ml-dtypes<0.7: a second and a half of every TensorFlow start): an environment
+    # A pin is there for a reason (ml-dtypes<0.7: over a second of every TensorFlow start): an environment
     # that holds other versions than setup.cfg's is not the one the suite and the measurements ran on.
     parser = configparser.ConfigParser()
     parser.read(ROOT / "setup.cfg")
