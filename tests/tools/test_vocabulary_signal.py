@@ -82,9 +82,11 @@ def test_sigterm_while_building_the_vocabulary_stops_cleanly_and_a_restart_build
     assert (model_dir / "vocab" / "spm.model").read_bytes() != b"half a model"
 
 
-# Runs a process that builds a vocabulary, kills it with SIGKILL once its SentencePiece child runs, and prints how
-# the orphaned child ended: as a subreaper this harness inherits the orphan and can wait for it. Killed by
-# SIGKILL (9) means it died with its parent; otherwise it would have trained on into a pipe nobody reads.
+# Runs a process that builds a vocabulary, kills it with SIGKILL once its SentencePiece child has loaded
+# sentencepiece (after it asked Linux for its parent's death signal: a parent killed before that is seen by the
+# child's own check, which exits 1), and prints how the orphaned child ended: as a subreaper this harness inherits
+# the orphan and can wait for it. Killed by SIGKILL (9) means it died with its parent; otherwise it would have
+# trained on into a pipe nobody reads.
 HARNESS = """
 import ctypes, os, pathlib, subprocess, sys, time
 ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
@@ -98,7 +100,7 @@ while child is None and builder.poll() is None and time.monotonic() < deadline:
         try:
             parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) if entry.name.isdigit() else 0
             if parent == builder.pid and b"_sentencepiece_child.py" in (entry / "cmdline").read_bytes():
-                child = int(entry.name)
+                child = int(entry.name) if b"/_sentencepiece." in (entry / "maps").read_bytes() else None
         except OSError:
             pass
     time.sleep(0.05)
