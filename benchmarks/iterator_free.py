@@ -2,13 +2,15 @@
 
 TensorFlow 2.21's tf.data autotuning thread can miss its iterator's cancellation and sleep out its optimization
 period (up to 60 s) while the iterator's destructor waits for it (benchmarks/NOTES.md entry 40). The training
-pipeline of the README's recipe (`make_dataset` on Multi30k's train split) is read three ways:
+pipeline of the README's recipe (`make_dataset` on Multi30k's train split) is read four ways:
 
 - `package`: as the package hands it out (`data/dataset_options.py:package_options`: no autotuning thread), with
   a plain iterator, which is how Keras' `fit` reads it under the default strategy (`tft-train` on one CPU);
 - `one_device_strategy`: through `tf.distribute.OneDeviceStrategy("/cpu:0").experimental_distribute_dataset`,
   how `fit` read it before: a multi-device iterator, whose per-device iterators run the autotuning thread;
-- `autotune_thread`: a plain iterator with tf.data's default (the thread on).
+- `autotune_thread`: a plain iterator with tf.data's default (the thread on);
+- `mirrored`: through `tf.distribute.MirroredStrategy` over two logical CPU devices (`--strategy=mirrored
+  --num_cpu_devices=2`; GPUs take the same multi-device iterator), which `fit` reads under that strategy.
 
 For each, in interleaved rounds:
 
@@ -40,16 +42,22 @@ import tensorflow as tf  # noqa: E402
 
 from tf_transformer.data import DataConfig, Tokenizer, build_vocabulary, make_dataset  # noqa: E402
 
-SETTINGS = ("package", "one_device_strategy", "autotune_thread")
+SETTINGS = ("package", "one_device_strategy", "autotune_thread", "mirrored")
 
 
 def main(argv=None):
     args = parse_args(argv)
+    settings = args.settings.split(",")
+    if unknown := set(settings) - set(SETTINGS):
+        sys.exit(f"error: --settings: unknown {sorted(unknown)}. Fix: choose among {','.join(SETTINGS)}.")
+    if "mirrored" in settings:  # before TensorFlow initializes its devices
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     data_config = DataConfig(dataset="multi30k", data_dir=args.data_dir, seed=1)
     tokenizer = vocabulary(data_config, args.vocab_dir)
-    results = {setting: {"free_seconds": [], "batches_per_second": []} for setting in SETTINGS}
+    results = {setting: {"free_seconds": [], "batches_per_second": []} for setting in settings}
     for round_index in range(args.rounds):
-        order = SETTINGS if round_index % 2 == 0 else SETTINGS[::-1]  # neither always first
+        order = settings if round_index % 2 == 0 else settings[::-1]  # neither always first
         for setting in order:
             stream = training_stream(data_config, tokenizer, setting)
             results[setting]["batches_per_second"].append(round(feed_rate(stream, args.batches), 1))
@@ -74,6 +82,7 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_dir", required=True, help="a local copy of Multi30k (../shared/data/multi30k)")
     parser.add_argument("--vocab_dir", help="a vocabulary folder (a model_dir's vocab/); default: build one")
+    parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated ways to read the stream")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--iterators", type=int, default=3, help="iterators freed per setting and round")
     parser.add_argument("--age_s", type=float, default=60.0, help="seconds each iterator is read before it is freed")
@@ -92,6 +101,9 @@ def training_stream(data_config: DataConfig, tokenizer: Tokenizer, setting: str)
     stream = make_dataset(data_config, tokenizer, "train")
     if setting == "one_device_strategy":
         return tf.distribute.OneDeviceStrategy("/cpu:0").experimental_distribute_dataset(stream)
+    if setting == "mirrored":
+        devices = [device.name for device in tf.config.list_logical_devices("CPU")]
+        return tf.distribute.MirroredStrategy(devices).experimental_distribute_dataset(stream)
     if setting == "autotune_thread":  # later options win: tf.data's default back on
         options = tf.data.Options()
         options.autotune.enabled = True
