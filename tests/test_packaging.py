@@ -14,9 +14,14 @@ import tf_transformer as tft
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def test_every_subpackage_is_listed_in_setup_cfg():
+def setup_cfg() -> configparser.ConfigParser:
     parser = configparser.ConfigParser()
     parser.read(ROOT / "setup.cfg")
+    return parser
+
+
+def test_every_subpackage_is_listed_in_setup_cfg():
+    parser = setup_cfg()
     listed = set(parser["options"]["packages"].split())
     on_disk = {".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "tf_transformer").rglob("__init__.py")}
     assert on_disk | {"tf_transformer.configs"} == listed
@@ -25,8 +30,7 @@ def test_every_subpackage_is_listed_in_setup_cfg():
 def test_the_installed_packages_are_the_versions_setup_cfg_pins():
     # A pin is there for a reason (ml-dtypes<0.7: over a second of every TensorFlow start): an environment
     # that holds other versions than setup.cfg's is not the one the suite and the measurements ran on.
-    parser = configparser.ConfigParser()
-    parser.read(ROOT / "setup.cfg")
+    parser = setup_cfg()
     lines = parser["options"]["install_requires"] + parser["options.extras_require"]["test"]
     requirements = [Requirement(line) for line in lines.splitlines() if line.strip() and not line.startswith("#")]
     wrong = [
@@ -55,8 +59,7 @@ def test_ci_runs_exactly_the_readmes_test_command():
 
 
 def test_every_binary_is_a_console_command_and_a_tools_script():
-    parser = configparser.ConfigParser()
-    parser.read(ROOT / "setup.cfg")
+    parser = setup_cfg()
     lines = parser["options.entry_points"]["console_scripts"].strip().splitlines()
     commands = dict(line.replace(" ", "").split("=") for line in lines)
     # Modules starting with "_" (__init__, shared flag definitions) are helpers, not binaries.
