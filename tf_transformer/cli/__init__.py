@@ -98,22 +98,57 @@ _STARTUP_NOISE = re.compile(
 )
 
 
-def start_tensorflow(show_log: bool = False) -> None:
-    """Imports TensorFlow without its C++ log on the console, unless `show_log` or TF_CPP_MIN_LOG_LEVEL is set.
+# Packages that TensorFlow's start imports when they are installed, and that no command uses: JAX (tf.lite tries
+# `from jax import jit`) and matplotlib (Keras' visualization imports pyplot). Both imports are optional there, so
+# while TensorFlow starts each fails as if the package were absent: about 1.8 s less CPU a command where they are
+# installed (benchmarks/NOTES.md entry 43). tft-plot-attention imports matplotlib after the start, as usual.
+_UNUSED_AT_START = ("jax", "matplotlib")
 
-    TF_CPP_MIN_LOG_LEVEL=3 hides TensorFlow's INFO, WARNING and ERROR lines for the whole run (FATAL ones, which
+
+def start_tensorflow(show_log: bool = False) -> None:
+    """Imports TensorFlow, with Keras on it whatever KERAS_BACKEND or keras.json say (the commands' decoders, input
+    and SavedModels are TensorFlow's; a model trained under another backend loads all the same), without
+    `_UNUSED_AT_START`, and without TensorFlow's C++ log on the console unless `show_log` or TF_CPP_MIN_LOG_LEVEL is
+    set (`_import_tensorflow`). Run before anything imports TensorFlow: a command's heavy imports are inside main().
+    """
+    if "tensorflow" in sys.modules:
+        return
+    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
+    if backend != "tensorflow":
+        pylogging.getLogger("tf_transformer").info(
+            "Keras backend: tensorflow, not KERAS_BACKEND=%s (the tft commands are TensorFlow's).", backend
+        )
+    os.environ["KERAS_BACKEND"] = "tensorflow"
+    with _absent(_UNUSED_AT_START):
+        _import_tensorflow(show_log)
+
+
+@contextlib.contextmanager
+def _absent(names):
+    """Inside, importing any of the packages `names` (not yet imported) raises ModuleNotFoundError."""
+    hidden = [name for name in names if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # the import system's own marker for "import fails"
+    try:
+        yield
+    finally:
+        for name in hidden:
+            if sys.modules.get(name, "") is None:
+                del sys.modules[name]
+
+
+def _import_tensorflow(show_log: bool) -> None:
+    """TF_CPP_MIN_LOG_LEVEL=3 hides TensorFlow's INFO, WARNING and ERROR lines for the whole run (FATAL ones, which
     end the process, still show). Level 2 would keep the ERROR lines, but those that come while a command runs
     are notices too: with oneDNN on an AVX2-only CPU every training prints "oneDNN supports DT_INT64 only on
     platforms with AVX-512. Falling back ..." at ERROR level. A C++ error that stops the work comes back to
     Python as an exception, which the command reports as its `error:` line (or a traceback), so hiding the lines
     loses no failure; `--tf_log` shows them all. Some lines come before TensorFlow reads that variable, while
     its libraries load: while TensorFlow starts (the import, and the device list that initializes CUDA), stderr
-    goes to a file, and what is not `_STARTUP_NOISE` is written back. Run before anything imports TensorFlow
-    (the variable counts only then): a command's heavy imports are inside its main().
-    """
-    if "tensorflow" in sys.modules:
-        return
+    goes to a file, and what is not `_STARTUP_NOISE` is written back. The variable counts only at TensorFlow's
+    import."""
     if show_log or "TF_CPP_MIN_LOG_LEVEL" in os.environ:  # the user asked: change nothing
+        import keras  # noqa: F401
         import tensorflow  # noqa: F401
 
         return
@@ -123,6 +158,7 @@ def start_tensorflow(show_log: bool = False) -> None:
     with tempfile.TemporaryFile() as capture:
         os.dup2(capture.fileno(), 2)
         try:
+            import keras  # noqa: F401
             import tensorflow as tf
 
             tf.config.list_physical_devices()  # initializes CUDA where TensorFlow has it
