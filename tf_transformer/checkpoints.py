@@ -36,6 +36,7 @@ from tf_transformer.config import ConfigError, TransformerConfig
 from tf_transformer.data.errors import DataError
 from tf_transformer.data.tokenizer import Tokenizer, check_special_ids
 from tf_transformer.errors import CheckpointError  # defined there for the commands (no TensorFlow); re-exported
+from tf_transformer.errors import require_tensorflow_backend
 from tf_transformer.files import write_atomically
 from tf_transformer.model_dir import (  # noqa: F401 (the layout's names stay importable from checkpoints)
     AVERAGED_DIR,
@@ -97,6 +98,7 @@ def load_translation_model(
         model, tokenizer, config = load_translation_model("runs/multi30k", checkpoint="best")
         translate_texts(model, tokenizer, ["Ein Hund läuft im Schnee."])  # [[(translation, score)]]
     """
+    require_tensorflow_backend("load_translation_model (a model directory's tf.train checkpoints)")
     model_dir = pathlib.Path(model_dir)
     config, tokenizer = _read_model_dir(model_dir)
     model = _build(config)

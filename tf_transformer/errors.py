@@ -2,7 +2,8 @@
 module that imports nothing, so that a command's `except` clause costs no TensorFlow import (its --help stays
 instant). Their old homes re-export them: `tf_transformer.checkpoints.CheckpointError`,
 `tf_transformer.training.TrainingDiverged`, ... are these classes. (`ConfigError` is in `config.py` and
-`DataError` in `data/errors.py`, neither of which imports TensorFlow.)
+`DataError` in `data/errors.py`, neither of which imports TensorFlow.) Also the check that the parts that are
+TensorFlow's by design run where Keras does (`require_tensorflow_backend`, raising `BackendError`).
 """
 
 from __future__ import annotations
@@ -49,3 +50,27 @@ class TrainingInterrupted(Exception):
 
 class PeerWorkerLost(RuntimeError):
     """Another worker of a multi-worker run stopped without warning; this one stopped rather than wait for it."""
+
+
+class BackendError(RuntimeError):
+    """A part that is TensorFlow's by design (decoding, the export, loading a model directory, training) was called in
+    a process whose Keras runs on another backend."""
+
+
+DEFAULT_BACKEND_FIX = (
+    "save the model here (model.save('model.keras')) and load it where Keras runs on TensorFlow (KERAS_BACKEND "
+    "unset or tensorflow): docs/python.md, 'Train anywhere, serve from TensorFlow'"
+)
+
+
+def require_tensorflow_backend(what: str, fix: str = DEFAULT_BACKEND_FIX) -> None:
+    """A `BackendError` naming `what`, Keras' backend and `fix` unless Keras runs on TensorFlow: under JAX or PyTorch
+    these parts would fail deep inside TensorFlow, with an error that names neither."""
+    import keras  # inside: this module imports nothing at its top (its callers have imported Keras already)
+
+    backend = keras.backend.backend()
+    if backend != "tensorflow":
+        raise BackendError(
+            f"{what} runs on Keras' TensorFlow backend, but this process runs Keras on {backend} (KERAS_BACKEND or "
+            f"keras.json). Fix: {fix}."
+        )

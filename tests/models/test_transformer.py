@@ -316,3 +316,51 @@ def test_a_tf_checkpoint_of_the_model_holds_every_weight(tmp_path):
     tf.train.Checkpoint(model=fresh).read(path).assert_existing_objects_matched()
     for original, restored in zip(model.weights, fresh.weights, strict=True):
         np.testing.assert_array_equal(convert_to_numpy(restored), convert_to_numpy(original))
+
+
+# The parts that are TensorFlow's by design, each called as a user would; under another backend the backend check
+# comes first, so no argument is looked at (tf_transformer/errors.py: require_tensorflow_backend).
+def _tensorflow_parts():
+    from tf_transformer import decoding
+    from tf_transformer.checkpoints import load_translation_model
+    from tf_transformer.export import TranslationModule
+    from tf_transformer.training.trainer import train
+
+    sources = np.array([[5, 6, 2]], "int32")
+    return {
+        "translate": lambda: decoding.translate(None, sources),
+        "greedy_decode": lambda: decoding.greedy_decode(None, sources),
+        "beam_search": lambda: decoding.beam_search(None, sources),
+        "sample_decode": lambda: decoding.sample_decode(None, sources),
+        "score_ids": lambda: decoding.score_ids(None, sources, sources),
+        "align_ids": lambda: decoding.align_ids(None, sources, sources),
+        "TextTranslator": lambda: decoding.TextTranslator(None, None),
+        "TextScorer": lambda: decoding.TextScorer(None, None),
+        "TranslationModule": lambda: TranslationModule(None, None),
+        "load_translation_model": lambda: load_translation_model("runs/multi30k"),
+        "train": lambda: train(None, None, None),
+    }
+
+
+def test_the_tensorflow_parts_refuse_another_backend_naming_it_and_the_fix(monkeypatch):
+    backend = keras.backend.backend()
+    if backend == "tensorflow":  # the refusal itself, as JAX and PyTorch get it (tests/backends/ runs this there)
+        backend = "jax"
+        monkeypatch.setattr(keras.backend, "backend", lambda: backend)
+    from tf_transformer.errors import BackendError
+
+    expected = (
+        f"runs on Keras' TensorFlow backend, but this process runs Keras on {backend} (KERAS_BACKEND or keras.json). "
+        "Fix: "
+    )
+    not_refused = {}
+    for name, call in _tensorflow_parts().items():
+        try:
+            call()
+            not_refused[name] = "no error"
+        except BackendError as error:
+            if expected not in str(error):
+                not_refused[name] = str(error)
+        except Exception as error:  # noqa: BLE001 (any other error is the failure this test looks for)
+            not_refused[name] = repr(error)
+    assert not not_refused, not_refused

@@ -35,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_transformer.decoding.constraints import as_source_ids
+from tf_transformer.errors import require_tensorflow_backend
 
 Link = Tuple[int, int]  # (source word i, target word j), 0-based
 
@@ -72,6 +73,7 @@ def align_ids(model, source_ids, target_ids, layer: Optional[int] = None) -> tf.
         float32 `[batch, target_len, source_len]`: row j is the attention of the position that predicts
         `target_ids[:, j]`, a distribution over the source positions (EOS included); 0 in padded rows and columns.
     """
+    require_tensorflow_backend("tft.decoding")
     config = model.config
     index = alignment_layer(config.num_decoder_layers, layer)
     source_ids = as_source_ids(source_ids)

@@ -19,6 +19,7 @@ from tf_transformer.decoding.constraints import (
 )
 from tf_transformer.decoding.loop import DecodableModel
 from tf_transformer.decoding.settings import PAPER, DecodingSettings, require_settings
+from tf_transformer.errors import require_tensorflow_backend
 
 
 def beam_search(
@@ -64,6 +65,7 @@ def beam_search(
     References: Vaswani et al., 2017, https://arxiv.org/abs/1706.03762; Wu et al., 2016 (length penalty),
     https://arxiv.org/abs/1609.08144
     """
+    require_tensorflow_backend("tft.decoding")
     require_settings(settings)
     loop.check_jit_compile(jit_compile)
     if settings.beam_size == 1:  # greedy search, its score length-penalised

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tf_transformer.decoding.loop import DecodableModel, check_jit_compile, decode_one_hypothesis
 from tf_transformer.decoding.settings import PAPER, DecodingSettings, require_settings
+from tf_transformer.errors import require_tensorflow_backend
 
 
 def greedy_decode(
@@ -45,6 +46,7 @@ def greedy_decode(
 
     Reference: Vaswani et al., "Attention Is All You Need", 2017, https://arxiv.org/abs/1706.03762
     """
+    require_tensorflow_backend("tft.decoding")
     require_settings(settings)
     check_jit_compile(jit_compile)
     return decode_one_hypothesis(

@@ -8,6 +8,7 @@ import tensorflow as tf
 from tf_transformer.decoding.constraints import NEG_INF
 from tf_transformer.decoding.loop import DecodableModel, check_jit_compile, decode_one_hypothesis
 from tf_transformer.decoding.settings import PAPER, DecodingSettings, require_settings
+from tf_transformer.errors import require_tensorflow_backend
 
 _TINY = float(np.finfo(np.float32).tiny)  # uniform noise in [tiny, 1): the Gumbel transform stays finite
 
@@ -57,6 +58,7 @@ def sample_decode(
     References: Vaswani et al., 2017, https://arxiv.org/abs/1706.03762; Holtzman et al., "The Curious Case
     of Neural Text Degeneration", 2019, https://arxiv.org/abs/1904.09751
     """
+    require_tensorflow_backend("tft.decoding")
     require_settings(settings)
     check_jit_compile(jit_compile)
     temperature, top_k, top_p = float(settings.temperature), int(settings.top_k), float(settings.top_p)

@@ -26,6 +26,7 @@ import tensorflow as tf
 from tf_transformer.decoding.constraints import as_source_ids
 from tf_transformer.decoding.settings import is_int
 from tf_transformer.decoding.text import batch_by_tokens, check_sentences, encode_sentences
+from tf_transformer.errors import require_tensorflow_backend
 
 logger = logging.getLogger("tf_transformer")
 
@@ -70,6 +71,7 @@ def score_ids(model, source_ids, target_ids) -> ScoreResult:
         `ScoreResult(log_probs [batch], num_tokens [batch], token_log_probs [batch, target_len])`: natural logs
         over the whole output vocabulary, the sums the decoders report. Ids of another rank raise a ValueError.
     """
+    require_tensorflow_backend("tft.decoding")
     config = model.config
     source_ids = as_source_ids(source_ids)
     target_ids = as_source_ids(target_ids, "target_ids", "target_len")
@@ -97,6 +99,7 @@ class TextScorer:
     """
 
     def __init__(self, model, tokenizer, batch_tokens: int = 4096):
+        require_tensorflow_backend("tft.decoding")
         if not is_int(batch_tokens) or batch_tokens < 1:
             raise ValueError(f"batch_tokens: must be an int >= 1, got {batch_tokens!r}. Fix: use e.g. 4096.")
         self.model = model

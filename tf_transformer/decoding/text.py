@@ -17,6 +17,7 @@ from tf_transformer.data.source_ids import source_token_limit, truncate_source
 from tf_transformer.decoding import alignment
 from tf_transformer.decoding.settings import PAPER, DecodingSettings, is_int, require_settings
 from tf_transformer.decoding.translation import translate
+from tf_transformer.errors import require_tensorflow_backend
 
 logger = logging.getLogger("tf_transformer")
 
@@ -62,6 +63,7 @@ class TextTranslator:
         with_alignments: bool = False,
         alignment_layer: Optional[int] = None,
     ):
+        require_tensorflow_backend("tft.decoding")
         require_settings(settings)
         if not is_int(batch_tokens) or batch_tokens < 1:
             raise ValueError(f"batch_tokens: must be an int >= 1, got {batch_tokens!r}. Fix: use e.g. 4096.")

@@ -14,6 +14,7 @@ import tensorflow as tf
 from tf_transformer.data.source_ids import source_token_limit, truncate_source_ragged
 from tf_transformer.decoding import translate
 from tf_transformer.decoding.settings import PAPER, DecodingSettings, require_settings
+from tf_transformer.errors import require_tensorflow_backend
 
 # Undecodable input bytes and byte-fallback pieces that do not form UTF-8 become U+FFFD, as Python's
 # bytes.decode("utf-8", errors="replace") does it (each maximal invalid subsequence gives one U+FFFD).
@@ -76,6 +77,7 @@ class TranslationModule(tf.Module):
     """
 
     def __init__(self, model, tokenizer, settings: DecodingSettings = PAPER):
+        require_tensorflow_backend("The export (TranslationModule)")
         super().__init__(name="translation")
         require_settings(settings)
         if tokenizer.vocab_size != model.config.vocab_size:

@@ -25,6 +25,7 @@ from tf_transformer.checkpoints import restore_newest_readable
 from tf_transformer.config import MOVED_FIELDS, ConfigError, TransformerConfig
 from tf_transformer.data.config import DataConfig
 from tf_transformer.decoding.settings import COMMAND_DEFAULTS, DecodingSettings, require_settings
+from tf_transformer.errors import require_tensorflow_backend
 from tf_transformer.model_dir import CHECKPOINT_DIR, CONFIG_FILE, DATA_CONFIG_FILE, TRAIN_CONFIG_FILE
 from tf_transformer.models import Transformer
 from tf_transformer.training import budget as budget_lib
@@ -90,6 +91,10 @@ def train(
         >>> result.status  # doctest: +SKIP
         'completed'
     """
+    require_tensorflow_backend(
+        "tf_transformer.training.train (tf.data input, tf.distribute)",
+        fix="train with model.fit under this backend (README, 'From Python'), or run tft-train, which runs on TensorFlow",
+    )
     require_settings(decoding)
     run = _start(data_config, train_config)
     _check_settings(model_config, data_config, train_config, run.multi_worker)
