@@ -23,7 +23,7 @@ from tf_transformer.training import (
     synthetic_task_config,
     train,
 )
-from tf_transformer.training.callbacks import CheckpointEveryEpoch, StopAtTimeLimit
+from tf_transformer.training.callbacks import CheckpointEveryEpoch, EpochProgress, StopAtTimeLimit
 from tf_transformer.training.trainer import _check_settings, make_strategy
 
 # One layer a side: these tests are about the run (strategies, restarts, limits), and each train() call's cost is
@@ -250,7 +250,7 @@ def test_checkpoints_stay_on_the_multiples_after_a_resume_mid_period(tmp_path):
     assert [path.rsplit("-", 1)[1] for path in manager.checkpoints] == ["4", "8", "11"]
 
 
-def test_the_time_limit_stops_after_the_step_that_passes_it_and_saves_there(tmp_path):
+def test_the_time_limit_stops_after_the_step_that_passes_it_and_saves_there(tmp_path, capsys):
     config = synthetic_task_config(num_encoder_layers=1, num_decoder_layers=1)
     model = tft.Transformer(config)
     optimizer = make_optimizer(config.d_model, warmup_steps=200)  # the synthetic task's schedule
@@ -263,9 +263,12 @@ def test_the_time_limit_stops_after_the_step_that_passes_it_and_saves_there(tmp_
     limit = StopAtTimeLimit(3.0, step, clock=lambda: float(step.numpy()))
     saves = CheckpointEveryEpoch(manager, step, checkpoint_every=4)
     data = synthetic_translation_dataset("copy", 64 * 8, 8, seed=0).repeat()
-    model.fit(data, epochs=2, steps_per_epoch=4, callbacks=[limit, saves], verbose=0)
+    model.fit(data, epochs=2, steps_per_epoch=4, callbacks=[limit, saves, EpochProgress()], verbose=2)
     assert (int(step.numpy()), limit.stopped_at_step) == (3, 3)
     assert [path.rsplit("-", 1)[1] for path in manager.checkpoints] == ["3"]
+    # The epoch's line counts the 3 steps it ran, and the time a step over those (Keras' own: "4/4", over 4).
+    [line] = [line for line in capsys.readouterr().out.splitlines() if " - loss: " in line]
+    assert line.startswith("3/4 - "), line
 
 
 def test_a_time_limit_is_refused_for_multi_worker_training(tmp_path, small_corpus):

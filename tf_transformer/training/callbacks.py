@@ -146,6 +146,17 @@ class CheckpointEveryEpoch(keras.callbacks.Callback):
         self.last_saved = step
 
 
+class EpochProgress(keras.callbacks.ProgbarLogger):
+    """Keras' progress bar and end-of-epoch line, where an epoch that a callback stopped early (`train_steps`, the
+    time limit, a signal) ends at the steps it ran: Keras' own would read `500/500` and divide the time by 500."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.progbar is not None and self.target and self.seen < self.target:
+            self.progbar.update(self.seen, list((logs or {}).items()), finalize=True)
+        else:
+            super().on_epoch_end(epoch, logs)
+
+
 class StopAtStep(keras.callbacks.Callback):
     """Stops `fit` once the optimizer has made `train_steps` updates in total (across restarts)."""
 

@@ -20,6 +20,7 @@ from tf_transformer.model_dir import BEST_DIR, BLEU_LOG_DIR, LOG_DIR, TRAIN_LOG_
 from tf_transformer.training import budget as budget_lib
 from tf_transformer.training.callbacks import (
     CheckpointEveryEpoch,
+    EpochProgress,
     LogFirstStep,
     StopAtStep,
     StopAtTimeLimit,
@@ -192,6 +193,7 @@ def _callbacks(run, model_config, report, state, stop_signals) -> list:
         CheckpointEveryEpoch(state.manager, step, stop_signals, train_config.checkpoint_every),
         keras.callbacks.TensorBoard(str(model_dir / LOG_DIR), update_freq=train_config.log_every),
         TrainingMonitor(str(model_dir / TRAIN_LOG_DIR), train_config.log_every, step),
+        EpochProgress(),  # fit's progress output, in place of Keras' own (last, as Keras adds its own)
     ]
 
 
