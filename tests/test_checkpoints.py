@@ -125,6 +125,15 @@ def test_too_few_checkpoints_is_an_error_that_says_how_many_there_are(model_dir)
         check_checkpoint_count(path, 4)
     assert str(early.value) == str(raised.value)
     check_checkpoint_count(path, 3)
+    # The decoding commands' --average_last (or decoding.json's average_last): refused before TensorFlow starts too.
+    with pytest.raises(ValueError) as loading:
+        load_translation_model(path, average_last=4)
+    with pytest.raises(ValueError) as early:
+        check_latest_checkpoint(path, average_last=4)
+    assert str(early.value) == str(loading.value) == str(raised.value).replace("num_checkpoints", "average_last")
+    assert "Fix: average_last=3 or fewer" in str(early.value)
+    check_latest_checkpoint(path, average_last=3)
+    check_latest_checkpoint(path, checkpoint=str(path / "checkpoints" / "ckpt-10"), average_last=4)  # not averaged
     with pytest.raises(ValueError, match="num_checkpoints: must be an int >= 1"):
         average_checkpoints(path, num_checkpoints=0)
     with pytest.raises(ValueError, match="training checkpoint folder"):

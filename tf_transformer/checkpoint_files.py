@@ -85,25 +85,29 @@ def unreadable_checkpoint_fix(path: str) -> str:
     return "restore its files from a copy, or train again with the same command"
 
 
-def too_few_checkpoints(folder: Union[str, os.PathLike], paths: List[str], num_checkpoints: int) -> Optional[str]:
+def too_few_checkpoints(
+    folder: Union[str, os.PathLike], paths: List[str], num_checkpoints: int, name: str = "num_checkpoints"
+) -> Optional[str]:
     """The error of averaging the last `num_checkpoints` of the checkpoints `paths` that `folder` lists, when it
-    lists fewer; else None."""
+    lists fewer, naming the setting `name` that asked; else None."""
     if len(paths) >= num_checkpoints:
         return None
     names = ", ".join(os.path.basename(path) for path in paths)
     return (
-        f"num_checkpoints: asked to average the last {num_checkpoints} checkpoints, but {folder} has only "
-        f"{len(paths)} ({names}). Fix: average {len(paths)} or fewer, or train longer and keep more checkpoints "
-        "(tft-train --keep_checkpoints)."
+        f"{name}: asked to average the last {num_checkpoints} checkpoints, but {folder} has only {len(paths)} "
+        f"({names}). Fix: {name}={len(paths)} or fewer, or train longer and keep more checkpoints (tft-train "
+        "--keep_checkpoints)."
     )
 
 
-def check_checkpoint_count(model_dir: Union[str, os.PathLike], num_checkpoints: int) -> None:
+def check_checkpoint_count(
+    model_dir: Union[str, os.PathLike], num_checkpoints: int, name: str = "num_checkpoints"
+) -> None:
     """Before TensorFlow starts: the ValueError averaging gives when `model_dir/checkpoints` lists fewer than
     `num_checkpoints` checkpoints; nothing when its index cannot be read here (averaging then decides)."""
     folder = pathlib.Path(model_dir) / CHECKPOINT_DIR
     paths = listed_checkpoints(folder)
-    problem = too_few_checkpoints(folder, paths, num_checkpoints) if paths else None
+    problem = too_few_checkpoints(folder, paths, num_checkpoints, name) if paths else None
     if problem is not None:
         raise ValueError(problem)
 
@@ -113,9 +117,14 @@ def check_latest_checkpoint(
 ) -> None:
     """Before TensorFlow starts: a CheckpointError, with the message loading it would give, when the latest
     checkpoint of `model_dir/checkpoints` misses a data file or has an empty index and is the one a command uses
-    (no `checkpoint` and no `average_last` given: those are loading's to check). Anything else (no index, a missing
-    index file, a truncated or corrupted file) is left to loading, which reads the files."""
-    if checkpoint is not None or average_last is not None:
+    (no `checkpoint` and no `average_last` given: those are loading's to check), and averaging's ValueError when
+    `average_last` (without `checkpoint`) asks for more checkpoints than the folder lists (`check_checkpoint_count`).
+    Anything else (no index, a missing index file, a truncated or corrupted file) is left to loading, which reads
+    the files."""
+    if checkpoint is not None:
+        return
+    if average_last is not None:
+        check_checkpoint_count(model_dir, average_last, "average_last")
         return
     paths = listed_checkpoints(pathlib.Path(model_dir) / CHECKPOINT_DIR)  # the folder as loading names it
     if not paths or not os.path.isfile(paths[-1] + ".index"):

@@ -108,7 +108,7 @@ def load_translation_model(
                 "checkpoint and average_last: give one of them. Fix: pass a checkpoint to load, or average_last=N "
                 "to average the last N checkpoints."
             )
-        _load_average(model, _last_checkpoints(model_dir, average_last))
+        _load_average(model, _last_checkpoints(model_dir, average_last, "average_last"))
     else:
         path = _latest_checkpoint(model_dir) if checkpoint is None else resolve_checkpoint(checkpoint, model_dir)
         _read_weights(model, path)
@@ -431,14 +431,14 @@ def _latest_checkpoint(model_dir: pathlib.Path) -> str:
     return resolve_checkpoint(_checkpoint_paths(model_dir)[-1])
 
 
-def _last_checkpoints(model_dir: pathlib.Path, num_checkpoints: int) -> List[str]:
+def _last_checkpoints(model_dir: pathlib.Path, num_checkpoints: int, name: str = "num_checkpoints") -> List[str]:
     if isinstance(num_checkpoints, bool) or not isinstance(num_checkpoints, (int, np.integer)) or num_checkpoints < 1:
         raise ValueError(
-            f"num_checkpoints: must be an int >= 1, got {num_checkpoints!r}. Fix: use e.g. 5 (the paper's base "
+            f"{name}: must be an int >= 1, got {num_checkpoints!r}. Fix: use e.g. 5 (the paper's base "
             "model) or 20 (big)."
         )
     paths = _checkpoint_paths(model_dir)
-    problem = too_few_checkpoints(model_dir / CHECKPOINT_DIR, paths, num_checkpoints)
+    problem = too_few_checkpoints(model_dir / CHECKPOINT_DIR, paths, num_checkpoints, name)
     if problem is not None:
         raise ValueError(problem)
     return [resolve_checkpoint(path) for path in paths[-num_checkpoints:]]

@@ -250,6 +250,13 @@ def test_tool_errors_are_one_clear_line(model_dir, tmp_path):
     assert "error: num_checkpoints" in result.stderr and "has only 2" in result.stderr
     assert "Traceback" not in result.stderr
     assert "tensorflow" not in imported_modules(result)  # refused before TensorFlow starts
+    # The decoding commands' --average_last (or decoding.json's): refused as early, naming that setting.
+    result = run("translate.py", f"--model_dir={model_dir}", "--average_last=9", stdin="A dog.\n",
+                 python_options=("-X", "importtime"))  # fmt: skip
+    assert result.returncode == 1
+    assert "error: average_last: asked to average the last 9" in result.stderr and "has only 2" in result.stderr
+    assert "Fix: average_last=2 or fewer" in result.stderr and "Traceback" not in result.stderr
+    assert "tensorflow" not in imported_modules(result)
 
 
 def test_translate_texts_traces_once_and_keeps_the_input_order(model_dir, sources, caplog):
