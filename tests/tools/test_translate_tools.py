@@ -109,12 +109,13 @@ def sources(corpus):
     return lines[:2] + [""] + lines[2:5] + ["   "] + lines[5:]
 
 
-# `python -c REPORT_UNUSED_IMPORTS tool.py flags...` runs the tool, then prints on stderr which of JAX and matplotlib
-# (installed in the test environment, used by no command) its process imported.
-REPORT_UNUSED_IMPORTS = """
-import atexit, runpy, sys
+# `python -c REPORT_START tool.py flags...` runs the tool, then prints on stderr which of JAX and matplotlib
+# (installed in the test environment, used by no command) its process imported, whether the cyclic garbage collector
+# is on and how many objects its start froze out of the collector's passes.
+REPORT_START = """
+import atexit, gc, runpy, sys
 atexit.register(lambda: print("imported:", sorted({m.split(".")[0] for m in sys.modules} & {"jax", "matplotlib"}),
-                              file=sys.stderr))
+                              "gc enabled:", gc.isenabled(), "frozen:", gc.get_freeze_count(), file=sys.stderr))
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
@@ -122,13 +123,15 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 def test_translate_reads_stdin_keeps_the_lines_and_matches_translate_texts(model_dir, averaged, sources):
     # KERAS_BACKEND=jax, as in a shell set up for training under JAX: the command still runs Keras on TensorFlow,
-    # says so, and its start imports neither JAX nor matplotlib (tf_transformer/cli/__init__.py: start_tensorflow).
+    # says so, and its start imports neither JAX nor matplotlib (tf_transformer/cli/__init__.py: start_tensorflow),
+    # and leaves the garbage collector on with TensorFlow's import frozen out of it.
     result = run("translate.py", f"--model_dir={model_dir}", f"--checkpoint={averaged}", *DECODING,
                  stdin="".join(line + "\n" for line in sources), env={**ENV, "KERAS_BACKEND": "jax"},
-                 python_options=("-c", REPORT_UNUSED_IMPORTS))  # fmt: skip
+                 python_options=("-c", REPORT_START))  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Keras backend: tensorflow, not KERAS_BACKEND=jax" in result.stderr
-    assert "imported: []" in result.stderr
+    [report] = re.findall(r"imported: (\[.*\]) gc enabled: (\w+) frozen: (\d+)", result.stderr)
+    assert report[:2] == ("[]", "True") and int(report[2]) > 100_000, report  # TensorFlow and Keras: about 450,000
     assert result.stdout.endswith("\n")
     lines = result.stdout[:-1].split("\n")
     assert len(lines) == len(sources)
