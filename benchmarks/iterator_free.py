@@ -10,7 +10,10 @@ pipeline of the README's recipe (`make_dataset` on Multi30k's train split) is re
   how `fit` read it before: a multi-device iterator, whose per-device iterators run the autotuning thread;
 - `autotune_thread`: a plain iterator with tf.data's default (the thread on);
 - `mirrored`: through `tf.distribute.MirroredStrategy` over two logical CPU devices (`--strategy=mirrored
-  --num_cpu_devices=2`; GPUs take the same multi-device iterator), which `fit` reads under that strategy.
+  --num_cpu_devices=2`; GPUs take the same multi-device iterator), which `fit` read under that strategy before
+  entry 45 (and still does with subword sampling);
+- `per_replica`: as `tft-train` reads it under that strategy now (`training/fit_loop.py:read_per_replica`): each
+  replica a plain iterator over its own copy of the stream, keeping its rows of each batch.
 
 For each, in interleaved rounds:
 
@@ -41,8 +44,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 
 from tf_transformer.data import DataConfig, Tokenizer, build_vocabulary, make_dataset  # noqa: E402
+from tf_transformer.training.fit_loop import read_per_replica  # noqa: E402
 
-SETTINGS = ("package", "one_device_strategy", "autotune_thread", "mirrored")
+SETTINGS = ("package", "one_device_strategy", "autotune_thread", "mirrored", "per_replica")
 
 
 def main(argv=None):
@@ -50,7 +54,7 @@ def main(argv=None):
     settings = args.settings.split(",")
     if unknown := set(settings) - set(SETTINGS):
         sys.exit(f"error: --settings: unknown {sorted(unknown)}. Fix: choose among {','.join(SETTINGS)}.")
-    if "mirrored" in settings:  # before TensorFlow initializes its devices
+    if {"mirrored", "per_replica"} & set(settings):  # before TensorFlow initializes its devices
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     data_config = DataConfig(dataset="multi30k", data_dir=args.data_dir, seed=1)
@@ -104,6 +108,13 @@ def training_stream(data_config: DataConfig, tokenizer: Tokenizer, setting: str)
     if setting == "mirrored":
         devices = [device.name for device in tf.config.list_logical_devices("CPU")]
         return tf.distribute.MirroredStrategy(devices).experimental_distribute_dataset(stream)
+    if setting == "per_replica":  # as tft-train reads it under mirrored since entry 45
+        devices = [device.name for device in tf.config.list_logical_devices("CPU")]
+        same_stream = data_config.replace(deterministic=True)
+        return read_per_replica(
+            tf.distribute.MirroredStrategy(devices),
+            lambda: make_dataset(same_stream, tokenizer, "train", batch_multiple=len(devices)),
+        )
     if setting == "autotune_thread":  # later options win: tf.data's default back on
         options = tf.data.Options()
         options.autotune.enabled = True

@@ -55,17 +55,29 @@ import json, pathlib, sys
 import tf_transformer as tft
 from tf_transformer.data import DataConfig
 from tf_transformer.training import TrainConfig, train
+from tf_transformer.training import fit_loop
 training = tft.Recipe.load("tiny").training
 model_config, data_config = tft.TransformerConfig.from_json(sys.argv[1]), DataConfig.from_json(sys.argv[2])
+reads = []  # the datasets the runs distributed with fit_loop.read_per_replica
+read_per_replica = fit_loop.read_per_replica
+fit_loop.read_per_replica = lambda strategy, make_batches: reads.append(1) or read_per_replica(strategy, make_batches)
 summary = {}
 for strategy in ("one_device", "mirrored"):
     result = train(model_config, data_config, TrainConfig(
         model_dir=str(pathlib.Path(sys.argv[3]) / strategy), train_steps=12, checkpoint_every=4, strategy=strategy,
         num_cpu_devices=2, seed=1, deterministic=True, **training))
     summary[strategy] = {"loss": result.history["loss"], "val_loss": result.history["val_loss"],
-                         "replicas": result.replicas}
+                         "replicas": result.replicas, "read_per_replica": len(reads)}
 import tensorflow as tf
 summary["devices"] = len(tf.config.list_logical_devices("CPU"))
+# Batches of 3 rows (row r of batch b holds 10 * b + r), read per replica as the mirrored run reads its input:
+# where each replica's share is, and which rows (3 rows pad to 4; a padding row is all 0).
+strategy = tf.distribute.MirroredStrategy([device.name for device in tf.config.list_logical_devices("CPU")])
+def batches():
+    rows = lambda b: tf.reshape(tf.range(3, dtype=tf.int32) + 10 * tf.cast(b, tf.int32) + 1, [3, 1])
+    return tf.data.Dataset.range(2).map(lambda b: ((rows(b), rows(b)), rows(b)))
+shares = [strategy.experimental_local_results(target) for _, target in read_per_replica(strategy, batches)]
+summary["shares"] = [[(share.device[-5:], share.numpy().ravel().tolist()) for share in step] for step in shares]
 print(json.dumps(summary))
 """
 
@@ -91,6 +103,12 @@ def test_mirrored_on_two_cpu_devices_follows_the_one_device_loss_curve(tmp_path,
     assert summary["devices"] == 2
     one_device, mirrored = summary["one_device"], summary["mirrored"]
     assert (one_device["replicas"], mirrored["replicas"]) == (1, 2)
+    # The mirrored run read its training and validation batches per replica (one_device's count is before it), not
+    # through tf.distribute's multi-device iterator, whose frees took up to a minute (benchmarks/NOTES.md 42, 45):
+    # each replica's share stays on the host (the multi-device iterator puts it on the replica's device), and the
+    # shares are a batch's consecutive rows, the last padded.
+    assert (one_device["read_per_replica"], mirrored["read_per_replica"]) == (0, 2)
+    assert summary["shares"] == [[["CPU:0", [1, 2]], ["CPU:0", [3, 0]]], [["CPU:0", [11, 12]], ["CPU:0", [13, 0]]]]
     assert len(one_device["loss"]) == 3
     np.testing.assert_allclose(mirrored["loss"], one_device["loss"], rtol=1e-4)
     np.testing.assert_allclose(mirrored["val_loss"], one_device["val_loss"], rtol=1e-4)

@@ -7,6 +7,7 @@ import functools
 import itertools
 import logging
 import math
+import random
 import sys
 
 import keras
@@ -119,15 +120,69 @@ def _fit_multi_worker(run, data, state, stop_signals, skip: int) -> dict:
 
 def _datasets(run, model_config, data, skip: int):
     """`(train, valid)`: the training batches after the `skip` trained on, and the validation batches (None
-    without a validation split), each batch's rows a multiple of the replicas."""
+    without a validation split), each batch's rows a multiple of the replicas. Under `mirrored` (several replicas
+    in one process) they come distributed, each replica reading its own rows (`read_per_replica`)."""
     data_config, train_config = run.data_config, run.train_config
+    # With subword sampling the replicas' copies would cut the pairs differently: those runs keep the multi-device
+    # iterator, and its slow frees.
+    per_replica = isinstance(run.strategy, tf.distribute.MirroredStrategy) and not data_config.samples_subwords
+    if per_replica:
+        # Every replica makes the whole stream and must make the same one: a fixed order, one seed.
+        seed = data_config.seed if data_config.seed is not None else random.SystemRandom().randrange(1 << 31)
+        data_config = data_config.replace(deterministic=True, seed=seed)
+        logger.info("Input: each of the %d replicas reads its own copy of the batches, keeping its rows.", run.replicas)
     batch_multiple = math.lcm(data_config.batch_multiple, run.replicas)
-    train_dataset = data_lib.make_dataset(
-        data_config, _training_tokenizer(data.tokenizer, data_config), "train", training=True,
-        corpus=data.train_corpus, batch_multiple=batch_multiple, skip_batches=skip,
-    )  # fmt: skip
-    valid_dataset = _validation_dataset(data_config, data.tokenizer, data.valid_corpus, train_config, batch_multiple)
-    return train_dataset, valid_dataset
+
+    def train_dataset():
+        return data_lib.make_dataset(
+            data_config, _training_tokenizer(data.tokenizer, data_config), "train", training=True,
+            corpus=data.train_corpus, batch_multiple=batch_multiple, skip_batches=skip,
+        )  # fmt: skip
+
+    valid_dataset = None
+    if data.valid_corpus is not None:
+        num_batches = data_lib.scan_lengths(data_config, data.tokenizer, "valid", corpus=data.valid_corpus).num_batches
+        valid_dataset = functools.partial(
+            _validation_dataset, data_config, data.tokenizer, data.valid_corpus, train_config, num_batches,
+            batch_multiple,
+        )  # fmt: skip
+    if not per_replica:
+        return train_dataset(), valid_dataset() if valid_dataset else None
+    return (
+        read_per_replica(run.strategy, train_dataset),
+        read_per_replica(run.strategy, valid_dataset) if valid_dataset else None,
+    )
+
+
+def read_per_replica(strategy, make_batches):
+    """`make_batches()` distributed over the strategy's replicas without tf.distribute's multi-device iterator:
+    each replica reads its own copy of the batches on the host and keeps its contiguous share of each batch's rows,
+    so every step trains on the batch one device would. The multi-device iterator (`experimental_distribute_dataset`,
+    what `fit` does with a plain dataset) runs tf.data's autotuning thread in its per-device iterators, and freeing
+    it, as `fit` does after every validation pass, took up to a minute on busy cores (benchmarks/NOTES.md entries 42,
+    45). Each replica tokenizes the whole stream: the host's input work grows with the replicas."""
+    replicas = strategy.num_replicas_in_sync
+
+    def replica_batches(context):
+        replica = context.input_pipeline_id
+        batches = make_batches().map(functools.partial(_pad_rows_to_multiple, multiple=replicas))
+        return batches.map(functools.partial(_rows_of_replica, replica=replica, replicas=replicas))
+
+    options = tf.distribute.InputOptions(
+        experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA,
+        experimental_fetch_to_device=False,  # a plain iterator per replica; the ids are copied at each step
+    )
+    return strategy.distribute_datasets_from_function(replica_batches, options)
+
+
+def _rows_of_replica(inputs, target_out, replica, replicas):
+    """Replica `replica`'s contiguous share of a batch whose rows are a multiple of `replicas`."""
+    rows = tf.shape(target_out)[0] // replicas
+
+    def share(tensor):
+        return tensor[replica * rows : (replica + 1) * rows]
+
+    return tf.nest.map_structure(share, inputs), share(target_out)
 
 
 def _training_tokenizer(tokenizer, data_config):
@@ -144,10 +199,7 @@ def _training_tokenizer(tokenizer, data_config):
     return tokenizer.sampling(data_config.subword_nbest_size, data_config.subword_alpha)
 
 
-def _validation_dataset(data_config, tokenizer, valid_corpus, train_config, batch_multiple=1):
-    if valid_corpus is None:
-        return None
-    report = data_lib.scan_lengths(data_config, tokenizer, "valid", corpus=valid_corpus)
+def _validation_dataset(data_config, tokenizer, valid_corpus, train_config, num_batches, batch_multiple=1):
     dataset = data_lib.make_dataset(
         data_config, tokenizer, "valid", training=False, corpus=valid_corpus, batch_multiple=batch_multiple
     )
@@ -156,7 +208,7 @@ def _validation_dataset(data_config, tokenizer, valid_corpus, train_config, batc
         # padding add no token to the masked loss and metrics.
         dataset = dataset.map(functools.partial(_pad_rows_to_multiple, multiple=batch_multiple))
     # A known length lets Keras run validation to the end without a "ran out of data" warning.
-    dataset = dataset.apply(tf.data.experimental.assert_cardinality(report.num_batches))
+    dataset = dataset.apply(tf.data.experimental.assert_cardinality(num_batches))
     if train_config.validation_batches:
         dataset = dataset.take(train_config.validation_batches)
     return dataset
