@@ -159,8 +159,8 @@ def read_per_replica(strategy, make_batches):
     each replica reads its own copy of the batches on the host and keeps its contiguous share of each batch's rows,
     so every step trains on the batch one device would. The multi-device iterator (`experimental_distribute_dataset`,
     what `fit` does with a plain dataset) runs tf.data's autotuning thread in its per-device iterators, and freeing
-    it, as `fit` does after every validation pass, took up to a minute on busy cores (benchmarks/NOTES.md entries 42,
-    45). Each replica tokenizes the whole stream: the host's input work grows with the replicas."""
+    it, as `fit` does after every validation pass, took up to two minutes on busy cores (benchmarks/NOTES.md entries
+    42, 45). Each replica tokenizes the whole stream: the host's input work grows with the replicas."""
     replicas = strategy.num_replicas_in_sync
 
     def replica_batches(context):
