@@ -70,7 +70,7 @@ for strategy in ("one_device", "mirrored"):
                          "replicas": result.replicas, "read_per_replica": len(reads)}
 import tensorflow as tf
 summary["devices"] = len(tf.config.list_logical_devices("CPU"))
-# Batches of 3 rows (row r of batch b holds 10 * b + r), read per replica as the mirrored run reads its input:
+# Batches of 3 rows (row r of batch b holds 10 * b + r + 1), read per replica as the mirrored run reads its input:
 # where each replica's share is, and which rows (3 rows pad to 4; a padding row is all 0).
 strategy = tf.distribute.MirroredStrategy([device.name for device in tf.config.list_logical_devices("CPU")])
 def batches():
@@ -104,7 +104,7 @@ def test_mirrored_on_two_cpu_devices_follows_the_one_device_loss_curve(tmp_path,
     one_device, mirrored = summary["one_device"], summary["mirrored"]
     assert (one_device["replicas"], mirrored["replicas"]) == (1, 2)
     # The mirrored run read its training and validation batches per replica (one_device's count is before it), not
-    # through tf.distribute's multi-device iterator, whose frees took up to a minute (benchmarks/NOTES.md 42, 45):
+    # through tf.distribute's multi-device iterator, whose frees took up to 2 minutes (benchmarks/NOTES.md 42, 45):
     # each replica's share stays on the host (the multi-device iterator puts it on the replica's device), and the
     # shares are a batch's consecutive rows, the last padded.
     assert (one_device["read_per_replica"], mirrored["read_per_replica"]) == (0, 2)
