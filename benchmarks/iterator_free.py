@@ -102,12 +102,6 @@ def vocabulary(data_config: DataConfig, vocab_dir) -> Tokenizer:
 
 
 def training_stream(data_config: DataConfig, tokenizer: Tokenizer, setting: str):
-    stream = make_dataset(data_config, tokenizer, "train")
-    if setting == "one_device_strategy":
-        return tf.distribute.OneDeviceStrategy("/cpu:0").experimental_distribute_dataset(stream)
-    if setting == "mirrored":
-        devices = [device.name for device in tf.config.list_logical_devices("CPU")]
-        return tf.distribute.MirroredStrategy(devices).experimental_distribute_dataset(stream)
     if setting == "per_replica":  # as tft-train reads it under mirrored since entry 45
         devices = [device.name for device in tf.config.list_logical_devices("CPU")]
         same_stream = data_config.replace(deterministic=True)
@@ -115,6 +109,12 @@ def training_stream(data_config: DataConfig, tokenizer: Tokenizer, setting: str)
             tf.distribute.MirroredStrategy(devices),
             lambda: make_dataset(same_stream, tokenizer, "train", batch_multiple=len(devices)),
         )
+    stream = make_dataset(data_config, tokenizer, "train")
+    if setting == "one_device_strategy":
+        return tf.distribute.OneDeviceStrategy("/cpu:0").experimental_distribute_dataset(stream)
+    if setting == "mirrored":
+        devices = [device.name for device in tf.config.list_logical_devices("CPU")]
+        return tf.distribute.MirroredStrategy(devices).experimental_distribute_dataset(stream)
     if setting == "autotune_thread":  # later options win: tf.data's default back on
         options = tf.data.Options()
         options.autotune.enabled = True
