@@ -9,7 +9,10 @@ imported from there so that nothing drifts. Run beside the peers in one run (see
 Variants: `graph` (the Keras fit path with `jit_compile=False`; decoders in a `tf.function`) and `xla`
 (`jit_compile=True` for the training step and the decoders). `--quantize int8` decodes with the model's
 matrices quantized to int8 after any training phase (`tf_transformer.quantization`; the variant is then
-named `graph-int8` or `xla-int8`, against CTranslate2's `int8`). `--phases` picks what to time; `--export`
+named `graph-int8` or `xla-int8`, against CTranslate2's `int8`). `--mixed_precision` builds the model under a
+Keras dtype policy, as the commands load theirs: `mixed_bfloat16` (or `auto` where it resolves to it, on a CPU with
+AVX-512 BF16 or AMX) names the variant `graph-bf16` or `xla-bf16`; the harness's workload is float32 for every
+peer, hence the default. `--phases` picks what to time; `--export`
 also times `serving_default`-style decoding through a SavedModel of the same decoder (the issue's
 "exported decoding within 10% of in-process").
 
@@ -46,7 +49,15 @@ def parse_args():
     parser.add_argument("--beam_reps", type=int, default=None)
     parser.add_argument("--export", action="store_true", help="also time the decoders through a SavedModel")
     parser.add_argument("--quantize", choices=["none", "int8"], default="none", help="int8: decode with int8 weights")
-    return parser.parse_args()
+    parser.add_argument(
+        "--mixed_precision", choices=["float32", "mixed_bfloat16", "auto"], default="float32",
+        help="the Keras dtype policy the model is built under (auto: the commands' choice for this CPU)",
+    )  # fmt: skip
+    args = parser.parse_args()
+    if args.quantize != "none" and args.mixed_precision == "mixed_bfloat16":
+        # As the commands: int8 weights are dequantized to float32 and compute in it.
+        parser.error("--quantize=int8 decodes in float32. Fix: leave out --mixed_precision=mixed_bfloat16.")
+    return args
 
 
 def main():
@@ -68,17 +79,22 @@ def main():
 
     import tf_transformer as tft
     from tf_transformer.decoding import translate
+    from tf_transformer.training.precision import BFLOAT16, resolve_precision
 
     jit = args.variant == "xla"
+    policy, _ = resolve_precision(args.mixed_precision) if args.quantize == "none" else ("float32", "")
+    keras.config.set_dtype_policy(policy)  # the model computes in the policy it is built under
+    suffix = f"-{args.quantize}" if args.quantize != "none" else "-bf16" if policy == BFLOAT16 else ""
     result = bench.Result(
         "tf-transformer",
-        args.variant if args.quantize == "none" else f"{args.variant}-{args.quantize}",
+        args.variant + suffix,
         harness_args,
         tensorflow=tf.__version__,
         keras=keras.__version__,
         tf_transformer=tft.__version__,
         jit_compile=jit,
         quantize=args.quantize,
+        mixed_precision=policy,
         intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
     )
     keras.utils.set_random_seed(bench.SEED)
@@ -100,7 +116,9 @@ def main():
         jit_compile=jit,
     )
     model.build()
-    result.data["meta"].update(params=int(model.count_params()), config=config.to_dict())
+    result.data["meta"].update(
+        params=int(model.count_params()), config=config.to_dict(), compute_dtype=model.dtype_policy.compute_dtype
+    )
 
     rng = np.random.default_rng(bench.SEED)
     source = rng.integers(3, bench.VOCAB, size=(bench.BATCH, bench.SRC_LEN), dtype=np.int32)

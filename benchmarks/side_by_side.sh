@@ -7,7 +7,8 @@
 #
 # Knobs: RUNS (2), PEERS (the harness's default set), BENCH_DIR (../shared/bench), PYTHON (this venv's
 # python, with tf-transformer installed), SKIP_PEERS=1 to time only tf-transformer, INT8=0 to skip the int8
-# decoders (variants graph-int8 and xla-int8, against CTranslate2's int8).
+# decoders (variants graph-int8 and xla-int8, against CTranslate2's int8), BF16 (auto: 1 where the CPU computes
+# bf16 natively, the commands' precision there) to also time the model in mixed_bfloat16 (graph-bf16, xla-bf16).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(dirname "$HERE")"
@@ -39,6 +40,10 @@ for path in source.glob("*_run1.json"):
     (target / path.name.replace("_run1.json", f"_run{run}.json")).write_text(json.dumps(result))
 PY
 }
+if [ "${BF16:-auto}" = auto ]; then
+    BF16="$("$PYTHON" -c 'from tf_transformer.training.precision import resolve_precision
+print(int(resolve_precision("auto", gpus=[])[0] == "mixed_bfloat16"))' 2>/dev/null || echo 0)"
+fi
 rm -f "$RESULTS"/*.json
 # Rounds interleave the peers and tf-transformer, so that a slow spell of the machine falls on both.
 for run in $(seq 1 "$RUNS"); do
@@ -51,6 +56,11 @@ for run in $(seq 1 "$RUNS"); do
             --variant "$variant" --run_id "$run" --phases greedy,beam4 --export
         [ "${INT8:-1}" = 0 ] || tft "tft_${variant}_int8_run${run}" "$RESULTS/tft_${variant}_int8_run${run}.json" \
             --variant "$variant" --run_id "$run" --phases greedy,beam4 --quantize int8
+        [ "$BF16" = 1 ] || continue
+        tft "tft_${variant}_bf16_run${run}" "$RESULTS/tft_${variant}_bf16_run${run}.json" \
+            --variant "$variant" --run_id "$run" --mixed_precision mixed_bfloat16
+        tft "tft_${variant}_bf16_export_run${run}" "$RESULTS/saved_model/tft_${variant}_bf16_run${run}.json" \
+            --variant "$variant" --run_id "$run" --phases greedy,beam4 --export --mixed_precision mixed_bfloat16
     done
 done
 python3 "$BENCH_DIR/make_table.py" "$RESULTS" | tee "$RESULTS/table.md"
