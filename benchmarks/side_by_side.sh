@@ -44,23 +44,25 @@ if [ "${BF16:-auto}" = auto ]; then
     BF16="$("$PYTHON" -c 'from tf_transformer.training.precision import resolve_precision
 print(int(resolve_precision("auto", gpus=[])[0] == "mixed_bfloat16"))' 2>/dev/null || echo 0)"
 fi
+PRECISIONS="float32"
+if [ "$BF16" = 1 ]; then PRECISIONS="float32 mixed_bfloat16"; fi
 rm -f "$RESULTS"/*.json
 # Rounds interleave the peers and tf-transformer, so that a slow spell of the machine falls on both.
 for run in $(seq 1 "$RUNS"); do
     [ "${SKIP_PEERS:-0}" = 1 ] || peers "$run"
     for variant in graph xla; do
-        # The table's process does what the peers do, so its peak memory compares with theirs; exporting
-        # and reloading the decoders runs in a process of its own.
-        tft "tft_${variant}_run${run}" "$RESULTS/tft_${variant}_run${run}.json" --variant "$variant" --run_id "$run"
-        tft "tft_${variant}_export_run${run}" "$RESULTS/saved_model/tft_${variant}_run${run}.json" \
-            --variant "$variant" --run_id "$run" --phases greedy,beam4 --export
+        for precision in $PRECISIONS; do
+            name="$variant"
+            [ "$precision" = float32 ] || name="${variant}_bf16"
+            # The table's process does what the peers do, so its peak memory compares with theirs; exporting
+            # and reloading the decoders runs in a process of its own.
+            tft "tft_${name}_run${run}" "$RESULTS/tft_${name}_run${run}.json" \
+                --variant "$variant" --run_id "$run" --mixed_precision "$precision"
+            tft "tft_${name}_export_run${run}" "$RESULTS/saved_model/tft_${name}_run${run}.json" \
+                --variant "$variant" --run_id "$run" --mixed_precision "$precision" --phases greedy,beam4 --export
+        done
         [ "${INT8:-1}" = 0 ] || tft "tft_${variant}_int8_run${run}" "$RESULTS/tft_${variant}_int8_run${run}.json" \
             --variant "$variant" --run_id "$run" --phases greedy,beam4 --quantize int8
-        [ "$BF16" = 1 ] || continue
-        tft "tft_${variant}_bf16_run${run}" "$RESULTS/tft_${variant}_bf16_run${run}.json" \
-            --variant "$variant" --run_id "$run" --mixed_precision mixed_bfloat16
-        tft "tft_${variant}_bf16_export_run${run}" "$RESULTS/saved_model/tft_${variant}_bf16_run${run}.json" \
-            --variant "$variant" --run_id "$run" --phases greedy,beam4 --export --mixed_precision mixed_bfloat16
     done
 done
 python3 "$BENCH_DIR/make_table.py" "$RESULTS" | tee "$RESULTS/table.md"
