@@ -12,7 +12,9 @@ matrices quantized to int8 after any training phase (`tf_transformer.quantizatio
 named `graph-int8` or `xla-int8`, against CTranslate2's `int8`). `--mixed_precision` builds the model under a
 Keras dtype policy, as the commands load theirs: `mixed_bfloat16` (or `auto` where it resolves to it, on a CPU with
 AVX-512 BF16 or AMX) names the variant `graph-bf16` or `xla-bf16`; the harness's workload is float32 for every
-peer, hence the default. `--phases` picks what to time; `--export`
+peer, hence the default. `--intra_op_threads N` gives TensorFlow's ops N threads (its default: one per core, as
+the harness's peers use) and names the variant with `-tN`: one sentence a call, one thread can be the faster
+(benchmarks/NOTES.md, entry 51). `--phases` picks what to time; `--export`
 also times `serving_default`-style decoding through a SavedModel of the same decoder (the issue's
 "exported decoding within 10% of in-process").
 
@@ -53,7 +55,13 @@ def parse_args():
         "--mixed_precision", choices=["float32", "mixed_bfloat16", "auto"], default="float32",
         help="the Keras dtype policy the model is built under (auto: the commands' choice for this CPU)",
     )  # fmt: skip
+    parser.add_argument(
+        "--intra_op_threads", type=int, default=0,
+        help="threads for TensorFlow's ops (0: TensorFlow's default, one per core); N > 0 names the variant -tN",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.intra_op_threads < 0:
+        parser.error(f"--intra_op_threads must be 0 or more, got {args.intra_op_threads}.")
     if args.quantize != "none" and args.mixed_precision == "mixed_bfloat16":
         # As the commands: int8 weights are dequantized to float32 and compute in it.
         parser.error("--quantize=int8 decodes in float32. Fix: leave out --mixed_precision=mixed_bfloat16.")
@@ -81,10 +89,13 @@ def main():
     from tf_transformer.decoding import translate
     from tf_transformer.training.precision import BFLOAT16, resolve_precision
 
+    if args.intra_op_threads:  # before TensorFlow runs anything: the pool is made once per process
+        tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
     jit = args.variant == "xla"
     policy, _ = resolve_precision(args.mixed_precision) if args.quantize == "none" else ("float32", "")
     keras.config.set_dtype_policy(policy)  # the model computes in the policy it is built under
     suffix = f"-{args.quantize}" if args.quantize != "none" else "-bf16" if policy == BFLOAT16 else ""
+    suffix += f"-t{args.intra_op_threads}" if args.intra_op_threads else ""
     result = bench.Result(
         "tf-transformer",
         args.variant + suffix,

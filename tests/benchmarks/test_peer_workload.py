@@ -47,3 +47,18 @@ def test_int8_with_bf16_is_refused_with_its_fix(bench_dir):
     result = run(bench_dir, "--quantize", "int8", "--mixed_precision", "mixed_bfloat16")
     assert result.returncode == 2
     assert "--quantize=int8 decodes in float32" in result.stderr and "Fix:" in result.stderr
+
+
+def test_intra_op_threads_are_set_and_name_the_variant(bench_dir, tmp_path):
+    out = tmp_path / "result.json"
+    result = run(bench_dir, "--phases", "greedy", "--greedy_reps", "1", "--intra_op_threads", "1", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    written = json.loads(out.read_text())
+    assert written["variant"] == "graph-t1"
+    assert written["meta"]["intra_op_threads"] == 1
+
+
+def test_negative_intra_op_threads_are_refused(bench_dir):
+    result = run(bench_dir, "--intra_op_threads", "-1")
+    assert result.returncode == 2
+    assert "--intra_op_threads must be 0 or more" in result.stderr
