@@ -107,6 +107,8 @@ def test_the_readmes_training_command_trains_the_multi30k_config(tmp_path, multi
     assert "Trained steps 0 -> 3" in result.stdout
     # Its log's memory line (tf_transformer/allocator.py): malloc keeps what TensorFlow frees, on glibc.
     assert platform.libc_ver()[0] != "glibc" or "Memory: glibc malloc keeps freed memory" in result.stderr
+    # Its threads line (tf_transformer/training/threads.py): the tests' one thread an op, from the environment.
+    assert "Threads: 1 an op, as the environment sets it (TF_NUM_INTRAOP_THREADS)." in result.stderr
     # The run used the file's recipe as is, each part in the file of its owner, on the whole corpus (a NaN loss would
     # have failed it above).
     recipe = json.loads((ROOT / "configs" / "multi30k.json").read_text())

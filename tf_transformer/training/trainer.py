@@ -41,6 +41,7 @@ from tf_transformer.training.resume_state import ResumeState
 from tf_transformer.training.run_data import prepare_data
 from tf_transformer.training.run_files import check_same_run, write_run_files
 from tf_transformer.training.state import Run, TrainingState
+from tf_transformer.training.threads import configure_intra_op_threads
 from tf_transformer.training.train_config import INITIALIZED_FROM, TrainConfig, saved_values
 
 logger = logging.getLogger("tf_transformer")
@@ -147,6 +148,10 @@ class TrainResult:
 def _start(data_config, train_config: TrainConfig) -> Run:
     """Devices, strategy, precision, seeds and op determinism: what must precede every other op."""
     started = time.monotonic()  # the time limit covers the whole call: vocabulary, data reading and tracing too
+    threads = configure_intra_op_threads(
+        train_config.mixed_precision, train_config.num_cpu_devices, train_config.strategy
+    )
+    logger.info("Threads: %s.", threads)
     configure_devices(train_config.num_cpu_devices)
     # Before any other op: MultiWorkerMirroredStrategy sets up the collective ops of the whole program.
     strategy = make_strategy(train_config)
