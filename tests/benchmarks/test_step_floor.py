@@ -10,17 +10,6 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "step_floor.py"
-BENCH_DIR = ROOT.parent / "shared" / "bench"
-
-
-@pytest.fixture(scope="module")
-def bench_dir():
-    if not (BENCH_DIR / "common.py").is_file():
-        message = f"the peer harness is not at {BENCH_DIR}"
-        if os.environ.get("CI"):
-            pytest.fail(message)  # CI always has ../shared beside the clone
-        pytest.skip(message)
-    return BENCH_DIR
 
 
 def run(bench_dir, *args):
