@@ -74,10 +74,10 @@ def main():
         "results": [],
     }  # fmt: skip
     for kernel in kernels:
-        step = make_step(tf, kernel, weights, bench.D_MODEL)
+        step = make_step(tf, kernel, weights)
         for row_count in rows:
-            report["results"].append({"kernel": kernel, "rows": row_count, **time_loop(tf, np, step, row_count, bench,
-                                                                                     args.steps, args.calls)})
+            timed = time_loop(tf, np, step, kernel == "float32_xla", row_count, bench.D_MODEL, args.steps, args.calls)
+            report["results"].append({"kernel": kernel, "rows": row_count, **timed})
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:
@@ -92,7 +92,7 @@ def decoder_matrices(bench):
     return layer * bench.DEC_LAYERS + [(d_model, bench.VOCAB)]
 
 
-def make_step(tf, kernel, weights, d_model):
+def make_step(tf, kernel, weights):
     """`x [rows, d_model] -> x'`: every product of a step, each feeding the next (the loop cannot skip any)."""
     if kernel == "int8":
         product = int8_product(tf, weights)
@@ -106,12 +106,15 @@ def make_step(tf, kernel, weights, d_model):
     def step(x):
         hidden = x
         for index in range(len(weights) - 1):
-            outputs = product(index, hidden)
-            hidden = outputs[:, :d_model] if index % 6 == 0 else outputs  # the query third of the fused projection
+            hidden = product(index, hidden)
+            width = weights[index + 1].shape[0]
+            if hidden.shape[1] != width:  # the fused query-key-value projection: its query part goes on
+                hidden = hidden[:, :width]
         logits = product(len(weights) - 1, hidden)
+        d_model = x.shape[1]
         return tf.cast(hidden, tf.float32) + 1e-9 * tf.cast(logits[:, :d_model], tf.float32)
 
-    return step, kernel == "float32_xla"
+    return step
 
 
 def int8_product(tf, weights):
@@ -138,15 +141,14 @@ def int8_product(tf, weights):
     return product
 
 
-def time_loop(tf, np, step_and_jit, row_count, bench, steps, calls):
+def time_loop(tf, np, step, jit, row_count, d_model, steps, calls):
     """Median seconds of `steps` chained steps on `row_count` rows; the figures a step, or the kernel's error."""
-    step, jit = step_and_jit
 
     @tf.function(jit_compile=jit)
     def loop(x):
         return tf.while_loop(lambda i, _: i < steps, lambda i, h: (i + 1, step(h)), (tf.constant(0), x))[1]
 
-    x = tf.constant(np.random.default_rng(1).normal(0, 1, (row_count, bench.D_MODEL)).astype(np.float32))
+    x = tf.constant(np.random.default_rng(1).normal(0, 1, (row_count, d_model)).astype(np.float32))
     try:
         loop(x).numpy()  # trace (and compile)
     except (tf.errors.OpError, TypeError, ValueError) as error:

@@ -20,6 +20,7 @@ from tf_transformer.training.precision import AUTO, BFLOAT16, resolve_precision
 
 ENVIRONMENT = "TF_NUM_INTRAOP_THREADS"
 MAX_CORES = 2  # measured on 2 cores; with more, an op's share per thread is larger
+DEFAULT = "TensorFlow's default (a thread per core)"
 
 
 def choose_intra_op_threads(
@@ -37,14 +38,15 @@ def choose_intra_op_threads(
     exists). None for `cpu_count` (cores), `cpu_flags` and `gpus` reads the process's CPU affinity, /proc/cpuinfo
     and TensorFlow's physical devices (listing them does not start them)."""
     if strategy not in ("auto", "one_device") or num_cpu_devices > 1:
-        return None, "TensorFlow's default (a thread per core)"
+        return None, DEFAULT
     cores = cpu_count if cpu_count is not None else _usable_cores()
     if gpus is None:
         gpus = tf.config.list_physical_devices("GPU")
     if gpus or cores > MAX_CORES:
-        return None, "TensorFlow's default (a thread per core)"
+        return None, DEFAULT
+    # bf16 asked for ("auto" resolves to it exactly where the CPU computes it) and computed natively.
     native = resolve_precision(AUTO, cpu_flags=cpu_flags, gpus=[])[0] == BFLOAT16
-    if not native or resolve_precision(requested_precision, cpu_flags=cpu_flags, gpus=[])[0] != BFLOAT16:
+    if requested_precision not in (AUTO, BFLOAT16) or not native:
         return None, "TensorFlow's default (a thread per core; one thread an op was measured only in native bf16)"
     return 1, f"auto: {cores} cores training in bf16, where a second thread an op costs more than it shares"
 
@@ -55,8 +57,9 @@ def configure_intra_op_threads(requested_precision: str, num_cpu_devices: int = 
     `Threads:` line. `machine` passes `choose_intra_op_threads`' keyword arguments (tests)."""
     if os.environ.get(ENVIRONMENT):
         return f"{os.environ[ENVIRONMENT]} an op, as the environment sets it ({ENVIRONMENT})"
-    if tf.config.threading.get_intra_op_parallelism_threads():
-        return f"{tf.config.threading.get_intra_op_parallelism_threads()} an op, as tf.config.threading sets it"
+    already = tf.config.threading.get_intra_op_parallelism_threads()
+    if already:
+        return f"{already} an op, as tf.config.threading sets it"
     threads, reason = choose_intra_op_threads(requested_precision, num_cpu_devices, strategy, **machine)
     if threads is None:
         return reason
